@@ -1,0 +1,91 @@
+"""Interaction energies on (S^{d-1})^n."""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import check_beta, check_matrix, check_shape_tokens, check_symmetric, check_weights
+
+
+def default_weights(n: int, dtype) -> Float[Array, " n"]:
+    """Weights 1/n of the empirical measure (1/n) Σ_i δ_{x_i}."""
+    return jnp.full((n,), 1.0 / n, dtype=dtype)
+
+
+class AbstractEnergy(eqx.Module):
+    """A differentiable energy E(x, weights) of one system of tokens x: (n, d) → scalar.
+
+    Subclasses implement ``__call__``. Energies are evaluated on the Euclidean extension, so
+    autodiff gives the Euclidean gradient; :func:`attnflow.riemannian_gradient` projects it.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+                 ) -> Float[Array, ""]:
+        raise NotImplementedError
+
+    def scaled(self, x, weights, log_shift):
+        """E(x) · exp(−log_shift), for energies whose value would overflow. Override to be stable."""
+        return self(x, weights) * jnp.exp(-log_shift)
+
+    def log_scale(self, x, weights):
+        """A (non-differentiated) log of the energy's magnitude, used to rescale it. Default 0."""
+        del x, weights
+        return jnp.zeros(())
+
+
+class InteractionEnergy(AbstractEnergy):
+    r"""The interaction energy of paper (3.5), for an empirical measure Σ_i w_i δ_{x_i}:
+
+        E_β(x) = 1/(2β) Σ_{i,j} w_i w_j exp(β x_iᵀ A x_j),
+
+    with A symmetric (default I) and β > 0. Weights default to 1/n, giving the particle energy
+    1/(2βn²) Σ exp(β⟨x_i, x_j⟩) of §3.3; unit weights give the §3.4 energy (no 1/n²).
+
+    Args:
+        beta: inverse temperature β > 0 (scalar).
+        A: (d, d) symmetric bilinear form; A = QᵀK in the §3.4 gradient-flow identity.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> x = af.orthogonal_tokens(2, 2, dtype=jnp.float32)
+        >>> float(af.InteractionEnergy(1.0)(x))  # (2e + 2)/(2·1·4)
+        0.9295704960823059
+    """
+
+    beta: Float[Array, ""]
+    A: Float[Array, "d d"] | None = None
+
+    def __init__(self, beta, A=None):
+        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        if A is not None:
+            check_matrix(A, "A", "(d, d)")
+            check_symmetric(A, "A", "the interaction energy needs a symmetric bilinear form")
+            A = jnp.asarray(A)
+        self.A = A
+
+    def _similarity(self, x):
+        if self.A is None:
+            return x @ x.T
+        if self.A.shape != (x.shape[1],) * 2:
+            raise ValueError(f"A: expected shape ({x.shape[1]}, {x.shape[1]}) to match tokens of "
+                             f"dimension d = {x.shape[1]}, got {self.A.shape}")
+        return x @ self.A @ x.T
+
+    def scaled(self, x, weights, log_shift):
+        check_shape_tokens(x)
+        n = x.shape[0]
+        w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
+        logits = self.beta * self._similarity(x) - log_shift
+        return jnp.einsum("i,ij,j->", w, jnp.exp(logits), w) / (2 * self.beta)
+
+    def log_scale(self, x, weights):
+        del weights
+        return jax.lax.stop_gradient(jnp.max(self.beta * self._similarity(x)))
+
+    def __call__(self, x, weights=None):
+        shift = self.log_scale(x, weights)
+        return self.scaled(x, weights, shift) * jnp.exp(shift)

@@ -1,0 +1,212 @@
+"""Vector fields on (S^{d-1})^n with diffrax's signature ``field(t, x, args) -> (n, d)``."""
+
+import abc
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import check_beta, check_matrix, check_shape_tokens
+from ._energy import AbstractEnergy
+from ._metric import AbstractMetric, riemannian_gradient
+from ._sphere import project_tangent
+
+
+class AbstractField(eqx.Module):
+    """A tangent vector field on (S^{d-1})^n: ``field(t, x, args)`` returns (n, d), row i ⟂ x_i.
+
+    Fields act on ONE system ``x`` of shape (n, d); batch with ``jax.vmap``. Off the sphere they
+    use P_x = I − x xᵀ/|x|² so that |x_i| is conserved exactly (MATH.md §1.12).
+    """
+
+    @abc.abstractmethod
+    def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
+        raise NotImplementedError
+
+
+def _logits(beta, Q, K, x):
+    """β ⟨Q x_i, K x_j⟩ as an (n, n) matrix, using x Qᵀ (x Kᵀ)ᵀ so rectangular Q, K cost O(n k d)."""
+    queries = x if Q is None else x @ Q.T
+    keys = x if K is None else x @ K.T
+    return beta * (queries @ keys.T)
+
+
+def _causal_mask(n: int):
+    return jnp.tril(jnp.ones((n, n), dtype=bool))
+
+
+class SelfAttention(AbstractField):
+    r"""Self-attention dynamics, paper (2.3) (SA) and its unnormalised variant (USA):
+
+        ẋ_i = P^⊥_{x_i} ( Σ_j a_ij V x_j ),   a_ij = exp(β⟨Q x_i, K x_j⟩) / Z_i,
+
+    with Z_i = Σ_j exp(β⟨Q x_i, K x_j⟩) for ``normalization="softmax"`` (SA, (2.4)) and Z_i = n
+    for ``normalization="n"`` (USA, §3.3). With ``causal=True`` token i attends only to j ≤ i
+    (KPR24, MATH.md §1.7; the USA variant keeps the factor 1/n). Missing Q, K, V are the identity.
+
+    Softmax weights are computed with the row maximum subtracted, so SA is finite for any β in
+    float32 (β = 100 included). USA's values genuinely grow like e^β and overflow float32 past
+    β ≈ 88.
+
+    Args:
+        beta: inverse temperature β ≥ 0 (scalar). The d^{-1/2} of practice is absorbed into β.
+        Q, K: (k, d) query and key matrices (rectangular allowed).
+        V: (d, d) value matrix.
+        normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
+        causal: mask j > i.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 8, 3)
+        >>> v = af.SelfAttention(1.0)(0.0, x, None)
+        >>> bool(jnp.abs(jnp.sum(v * x, axis=1)).max() < 1e-6)
+        True
+    """
+
+    beta: Float[Array, ""]
+    Q: Float[Array, "k d"] | None
+    K: Float[Array, "k d"] | None
+    V: Float[Array, "d d"] | None
+    normalization: Literal["softmax", "n"] = eqx.field(static=True)
+    causal: bool = eqx.field(static=True)
+
+    def __init__(self, beta, Q=None, K=None, V=None, *, normalization="softmax", causal=False):
+        self.beta = jnp.asarray(check_beta(beta))
+        if normalization not in ("softmax", "n"):
+            raise ValueError(f"normalization: expected 'softmax' (SA) or 'n' (USA), got "
+                             f"{normalization!r}")
+        for name, matrix in (("Q", Q), ("K", K), ("V", V)):
+            if matrix is not None:
+                check_matrix(matrix, name, "(d, d)" if name == "V" else "(k, d)")
+        dims = {name: m.shape[1] for name, m in (("Q", Q), ("K", K), ("V", V)) if m is not None}
+        if len(set(dims.values())) > 1:
+            raise ValueError("Q, K, V: their column counts must all equal the token dimension d, "
+                             f"got {', '.join(f'{k}: {jnp.shape(m)}' for k, m in (('Q', Q), ('K', K), ('V', V)) if m is not None)}")
+        if V is not None and V.shape[0] != V.shape[1]:
+            raise ValueError(f"V: expected a square (d, d) value matrix, got shape {V.shape}")
+        if (Q is None) != (K is None):
+            given, other = ("Q", "K") if K is None else ("K", "Q")
+            m = Q if K is None else K
+            if m.shape[0] != m.shape[1]:
+                raise ValueError(f"{other}: is missing (identity) so {given} must be square, got "
+                                 f"shape {m.shape}; pass both Q and K for rectangular forms")
+        if Q is not None and K is not None and Q.shape[0] != K.shape[0]:
+            raise ValueError(f"Q, K: must have the same number of rows k to form ⟨Qx, Ky⟩, got "
+                             f"Q {Q.shape} and K {K.shape}")
+        self.Q = None if Q is None else jnp.asarray(Q)
+        self.K = None if K is None else jnp.asarray(K)
+        self.V = None if V is None else jnp.asarray(V)
+        self.normalization = normalization
+        self.causal = bool(causal)
+
+    @property
+    def dim(self) -> int | None:
+        for m in (self.Q, self.K, self.V):
+            if m is not None:
+                return m.shape[1]
+        return None
+
+    def _check(self, x):
+        check_shape_tokens(x)
+        if self.dim is not None and x.shape[1] != self.dim:
+            raise ValueError(f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on "
+                             f"d = {self.dim}")
+
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """β⟨Q x_i, K x_j⟩."""
+        self._check(x)
+        return _logits(self.beta, self.Q, self.K, x)
+
+    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """a_ij of (2.5): row-stochastic for SA; exp(logits)/n for USA (causal: zero for j > i)."""
+        logits = self.logits(x)
+        mask = _causal_mask(x.shape[0]) if self.causal else None
+        if self.normalization == "softmax":
+            return jax.nn.softmax(logits, axis=-1, where=mask)
+        e = jnp.exp(logits) / x.shape[0]
+        return e if mask is None else jnp.where(mask, e, 0.0)
+
+    def attention_output(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """Σ_j a_ij V x_j before the tangent projection (one head of (2.7))."""
+        logits = self.logits(x)
+        n = x.shape[0]
+        values = x if self.V is None else x @ self.V.T
+        if self.causal:
+            logits = jnp.where(_causal_mask(n), logits, -jnp.inf)
+        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+        e = jnp.exp(logits - row_max)
+        out = e @ values
+        if self.normalization == "softmax":
+            return out / jnp.sum(e, axis=-1, keepdims=True)
+        return out * (jnp.exp(row_max) / n)
+
+    def __call__(self, t, x, args=None):
+        return project_tangent(x, self.attention_output(x))
+
+
+class MultiHeadAttention(AbstractField):
+    """Multi-head self-attention, paper (2.7): one projection outside the sum over heads,
+
+        ẋ_i = P^⊥_{x_i} ( Σ_h Σ_j a^h_ij V_h x_j ).
+
+    Args:
+        heads: a sequence of :class:`SelfAttention` heads acting on the same d.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 6, 4)
+        >>> mha = af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(2.0)])
+        >>> mha(0.0, x, None).shape
+        (6, 4)
+    """
+
+    heads: tuple[SelfAttention, ...]
+
+    def __init__(self, heads):
+        heads = tuple(heads)
+        if not heads:
+            raise ValueError("heads: expected at least one SelfAttention head, got none")
+        for i, head in enumerate(heads):
+            if not isinstance(head, SelfAttention):
+                raise ValueError(f"heads[{i}]: expected a SelfAttention, got {type(head).__name__}")
+        dims = {h.dim for h in heads} - {None}
+        if len(dims) > 1:
+            raise ValueError(f"heads: all heads must act on the same d, got dimensions {dims}")
+        self.heads = heads
+
+    def __call__(self, t, x, args=None):
+        total = sum(head.attention_output(x) for head in self.heads)
+        return project_tangent(x, total)
+
+
+class GradientFlow(AbstractField):
+    """The Riemannian gradient flow ẋ = ± grad_metric E(x) (ascent by default).
+
+    ``GradientFlow(InteractionEnergy(β), WassersteinMetric())`` is USA (Lemma 3.6, (3.11));
+    ``GradientFlow(InteractionEnergy(β, A), AttentionMetric(β, A))`` is SA with V = A = QᵀK
+    symmetric (§3.4, (3.12)). ``descent=True`` flips the sign (the repulsive V = −I case).
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(1), 5, 3)
+        >>> flow = af.GradientFlow(af.InteractionEnergy(2.0), af.AttentionMetric(2.0))
+        >>> bool(jnp.allclose(flow(0.0, x, None), af.SelfAttention(2.0)(0.0, x, None), atol=1e-5))
+        True
+    """
+
+    energy: AbstractEnergy
+    metric: AbstractMetric
+    descent: bool = eqx.field(static=True, default=False)
+
+    def __check_init__(self):
+        if not isinstance(self.energy, AbstractEnergy):
+            raise ValueError(f"energy: expected an AbstractEnergy, got {type(self.energy).__name__}")
+        if not isinstance(self.metric, AbstractMetric):
+            raise ValueError(f"metric: expected an AbstractMetric, got {type(self.metric).__name__}")
+
+    def __call__(self, t, x, args=None):
+        check_shape_tokens(x)
+        grad = riemannian_gradient(self.energy, self.metric, x)
+        return -grad if self.descent else grad

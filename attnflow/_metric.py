@@ -1,0 +1,119 @@
+"""Riemannian metrics on (S^{d-1})^n that are diagonal across tokens: ⟨a, b⟩_x = Σ_i g_i(x) ⟨a_i, b_i⟩."""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import check_beta, check_matrix, check_symmetric, check_weights
+from ._energy import AbstractEnergy, default_weights
+from ._sphere import project_tangent
+
+
+class AbstractMetric(eqx.Module):
+    """A metric ⟨a, b⟩_x = Σ_i g_i(x) ⟨a_i, b_i⟩ with positive token factors g_i(x).
+
+    Subclasses implement :meth:`factors`; :meth:`scaled_factors` may be overridden for metrics
+    whose factors share an exponential scale with an energy (so the pair can be rescaled jointly).
+    """
+
+    @abc.abstractmethod
+    def factors(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+                ) -> Float[Array, " n"]:
+        raise NotImplementedError
+
+    def scaled_factors(self, x, weights, log_shift):
+        """g_i(x) · exp(−log_shift) if the metric scales with the energy, else g_i(x).
+
+        ``rescales_with_energy`` says which; GradientFlow uses it to avoid overflow.
+        """
+        del log_shift
+        return self.factors(x, weights)
+
+    rescales_with_energy = False
+
+    def __call__(self, x, a, b, weights=None) -> Float[Array, ""]:
+        """The inner product ⟨a, b⟩_x of two tangent vectors at x."""
+        return jnp.sum(self.factors(x, weights) * jnp.sum(a * b, axis=-1))
+
+
+class WassersteinMetric(AbstractMetric):
+    """⟨a, b⟩_x = Σ_i w_i ⟨a_i, b_i⟩: the Otto (Wasserstein) metric on empirical measures.
+
+    The Riemannian gradient of the interaction energy in this metric is the USA field (Lemma 3.6).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> af.WassersteinMetric().factors(jnp.eye(2))
+        Array([0.5, 0.5], dtype=float32)
+    """
+
+    def factors(self, x, weights=None):
+        n = x.shape[0]
+        return default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
+
+
+class AttentionMetric(AbstractMetric):
+    """⟨a, b⟩_x = Σ_i w_i Z_i ⟨a_i, b_i⟩ with Z_i = Σ_j w_j exp(β x_iᵀ A x_j), paper (3.12).
+
+    With A = QᵀK symmetric, the interaction energy's gradient in this metric is (SA) with V = A
+    (§3.4). Uniform weights 1/n turn the paper's sum Z_{β,i} into the average Z_{β,μ}(x_i); the
+    gradient is unchanged because energy and metric scale together.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> g = af.AttentionMetric(1.0).factors(jnp.eye(2))
+        >>> g.shape
+        (2,)
+    """
+
+    beta: Float[Array, ""]
+    A: Float[Array, "d d"] | None = None
+
+    rescales_with_energy = True
+
+    def __init__(self, beta, A=None):
+        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        if A is not None:
+            check_matrix(A, "A", "(d, d)")
+            check_symmetric(A, "A", "the attention metric needs a symmetric bilinear form")
+            A = jnp.asarray(A)
+        self.A = A
+
+    def scaled_factors(self, x, weights, log_shift):
+        n = x.shape[0]
+        w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
+        s = x @ x.T if self.A is None else x @ self.A @ x.T
+        return w * (jnp.exp(self.beta * s - log_shift) @ w)
+
+    def factors(self, x, weights=None):
+        return self.scaled_factors(x, weights, 0.0)
+
+
+def riemannian_gradient(
+    energy: AbstractEnergy, metric: AbstractMetric, x: Float[Array, "n d"],
+    weights: Float[Array, " n"] | None = None,
+) -> Float[Array, "n d"]:
+    """grad E(x) in ``metric``: row i is P_{x_i} ∇_{x_i}E / g_i(x), with ∇E from autodiff.
+
+    When ``metric.rescales_with_energy`` (e.g. AttentionMetric), energy and metric factors are
+    both multiplied by exp(−log_scale) first, which leaves the gradient unchanged and keeps β = 100
+    finite in float32.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 5, 3)
+        >>> g = af.riemannian_gradient(af.InteractionEnergy(1.0), af.WassersteinMetric(), x)
+        >>> bool(jnp.allclose(g, af.SelfAttention(1.0, normalization="n")(0.0, x, None), atol=1e-5))
+        True
+    """
+    if metric.rescales_with_energy:
+        shift = jax.lax.stop_gradient(energy.log_scale(x, weights))
+        euclidean = jax.grad(energy.scaled)(x, weights, shift)
+        factors = metric.scaled_factors(x, weights, shift)
+    else:
+        euclidean = jax.grad(energy)(x, weights)
+        factors = metric.factors(x, weights)
+    return project_tangent(x, euclidean) / factors[:, None]

@@ -1,0 +1,137 @@
+"""Integrating a field: adaptive solves with diffrax, and the discrete Transformer (layers)."""
+
+from collections.abc import Callable
+
+import diffrax
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import check_tokens
+from ._sphere import normalize
+
+
+def _on_sphere(field: Callable) -> Callable:
+    """Evaluate ``field`` at y/|y|: the flow then conserves |y_i| exactly (MATH.md §1.12)."""
+
+    def vector_field(t, y, args):
+        x = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+        return field(t, x, args)
+
+    return vector_field
+
+
+def _save_normalized(t, y, args):
+    return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+
+
+def solve(
+    field: Callable,
+    x0: Float[Array, "n d"],
+    t1,
+    *,
+    t0=0.0,
+    ts=None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    dt0=None,
+    max_steps: int | None = 4096,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    args=None,
+    throw: bool = True,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+) -> diffrax.Solution:
+    """Solve ẋ = field(t, x, args) on (S^{d-1})^n from x(t0) = x0 with diffrax.
+
+    **Main arguments**
+        field: a vector field ``field(t, x, args) -> (n, d)`` tangent at x (any attnflow field,
+            or any callable with diffrax's signature).
+        x0: (n, d) initial tokens on the unit sphere (checked; see :func:`attnflow.normalize`).
+        t1: final time (layers are time).
+        ts: optional increasing save times in [t0, t1]; ``sol.ys`` then has shape
+            (len(ts), n, d). Without ``ts`` only t1 is saved: ``sol.ys`` has shape (1, n, d).
+
+    **Other arguments**
+        solver: any diffrax solver; default ``Tsit5()`` (order 5) with a PID controller.
+        rtol, atol: tolerances of the default PID controller. Float32 tokens get
+            atol ≥ 1e-6 and rtol ≥ 1e-5, the tightest tolerances float32 can honour.
+        dt0: initial step; ``None`` lets diffrax choose it.
+        stepsize_controller: overrides the PID controller (e.g. ``ConstantStepSize()``, with dt0).
+        max_steps: diffrax's step cap; keep it tight under ``vmap``.
+        adjoint: diffrax adjoint; default ``RecursiveCheckpointAdjoint()`` (exact reverse mode).
+        args: passed to ``field``.
+        throw: raise if the solve fails; set False under ``vmap`` and inspect ``sol.result``.
+
+    The right-hand side is evaluated at y/|y| (so |x_i| is an exact invariant of the ODE even in
+    the repulsive case V = −I, MATH.md §1.12) and saved values are normalised, so ``sol.ys`` lies
+    on the sphere to rounding.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 8, 3)
+        >>> sol = af.solve(af.SelfAttention(1.0), x0, 5.0)
+        >>> sol.ys.shape
+        (1, 8, 3)
+    """
+    x0 = check_tokens(x0, "x0")
+    dtype = jnp.result_type(x0)
+    if jnp.finfo(dtype).bits < 64:
+        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+    if solver is None:
+        solver = diffrax.Tsit5()
+    if stepsize_controller is None:
+        stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    if ts is None:
+        saveat = diffrax.SaveAt(t1=True, fn=_save_normalized)
+    else:
+        ts = jnp.asarray(ts, dtype=dtype)
+        if ts.ndim != 1:
+            raise ValueError(f"ts: expected a 1-d array of save times, got shape {ts.shape}")
+        saveat = diffrax.SaveAt(ts=ts, fn=_save_normalized)
+    kwargs = {} if adjoint is None else {"adjoint": adjoint}
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(_on_sphere(field)),
+        solver,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        y0=x0,
+        args=args,
+        saveat=saveat,
+        stepsize_controller=stepsize_controller,
+        max_steps=max_steps,
+        throw=throw,
+        **kwargs,
+    )
+
+
+def layers(
+    field: Callable, x0: Float[Array, "n d"], num_layers: int, step, *, args=None, t0=0.0
+) -> Float[Array, "layers+1 n d"]:
+    """The discrete Transformer with layer normalisation (post-LN), MATH.md §1.12:
+
+        x_{k+1} = normalize(x_k + step · field(t0 + k·step, x_k, args)),   k = 0 … num_layers − 1.
+
+    A first-order retraction of the flow: ``layers(f, x0, T/h, h)[-1]`` → ``solve(f, x0, T)``
+    with error O(h).
+
+    Returns:
+        (num_layers + 1, n, d): every layer's tokens, x0 first.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 8, 3)
+        >>> af.layers(af.SelfAttention(1.0), x0, 10, 0.1).shape
+        (11, 8, 3)
+    """
+    x0 = check_tokens(x0, "x0")
+    if int(num_layers) < 0:
+        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
+
+    def one_layer(x, k):
+        x_next = normalize(x + step * field(t0 + k * step, x, args))
+        return x_next, x_next
+
+    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(int(num_layers)))
+    return jnp.concatenate([x0[None], xs], axis=0)

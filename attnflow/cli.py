@@ -1,0 +1,33 @@
+"""The ``attnflow`` command line: a thin layer over the library that owns no mathematics.
+
+Each subcommand lives in ``attnflow/commands/<name>.py`` and exposes ``configure(parser)`` and
+``run(args) -> int``; register it in ``SUBCOMMANDS``.
+"""
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "demo": ("attnflow.commands.demo", "cluster n random tokens under (SA) and plot the clustered fraction"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnflow", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        module.configure(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``attnflow`` CLI (see attnflow/cli.py)."""

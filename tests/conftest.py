@@ -1,0 +1,12 @@
+"""Strict test configuration (equinox-style): float64 by default, rank promotion raises,
+four host devices for the sharding tests. Float32 behaviour is tested with explicit dtypes."""
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_num_cpu_devices", 4)
