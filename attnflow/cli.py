@@ -9,6 +9,7 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
+    "figure": ("attnflow.commands.figure", "make one of the paper's figures (PNG, .npz, .json)"),
     "demo": ("attnflow.commands.demo", "cluster n random tokens under (SA) and plot the clustered fraction"),
 }
 

@@ -1,7 +1,4 @@
-"""Plotting (the only attnflow module that imports matplotlib): pure functions of arrays.
-
-Every function takes arrays and an optional ``ax``; given ``path`` it saves the figure.
-"""
+"""Shared plotting helpers and simple curves."""
 
 import matplotlib
 
@@ -10,7 +7,8 @@ if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.b
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def _finish(fig, path):
+def finish(fig, path):
+    """Save ``fig`` to ``path`` (if given) and close it."""
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)
@@ -22,5 +20,5 @@ def clustered_fraction_curve(ts, fractions, *, ax=None, path=None, title=None):
     ax.plot(ts, fractions, lw=2)
     ax.set(xlabel="t (layers)", ylabel="clustered fraction", ylim=(-0.02, 1.02), title=title)
     ax.grid(alpha=0.3)
-    _finish(fig, path)
+    finish(fig, path)
     return ax

@@ -1,0 +1,11 @@
+"""The paper's figures. Each module ``attnflow/figures/<name>.py`` defines
+
+- ``PRESETS``: dict mapping ``"quick"`` (test-sized), ``"default"`` (laptop, ~1 min) and
+  ``"full"`` (paper resolution) to a dict of parameters;
+- ``make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]``: compute, plot and
+  write the PNG plus its data via :func:`attnflow.figures._output.write_outputs`.
+
+Register the module in ``FIGURES`` below.
+"""
+
+FIGURES: dict[str, str] = {}
