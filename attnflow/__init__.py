@@ -7,18 +7,65 @@ interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794
 
 import importlib.metadata
 
+from ._blocked import blocked_attention as blocked_attention
+from ._circle import (
+    circle_angles as circle_angles,
+    circle_energy as circle_energy,
+    circle_field as circle_field,
+    circle_tokens as circle_tokens,
+    torus_hessian as torus_hessian,
+)
+from ._critical import (
+    Classification as Classification,
+    CriticalPoint as CriticalPoint,
+    classify_critical_point as classify_critical_point,
+    find_critical_point as find_critical_point,
+)
 from ._diagnostics import (
+    cluster_centers as cluster_centers,
     cluster_labels as cluster_labels,
+    cluster_masses as cluster_masses,
     clustered_fraction as clustered_fraction,
     count_clusters as count_clusters,
+    energy_along as energy_along,
     gram as gram,
+    inner_product_histogram as inner_product_histogram,
 )
 from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
+from ._feedforward import (
+    FeedForward as FeedForward,
+    TransformerBlock as TransformerBlock,
+    lie_trotter_layers as lie_trotter_layers,
+)
 from ._field import (
     AbstractField as AbstractField,
     GradientFlow as GradientFlow,
     MultiHeadAttention as MultiHeadAttention,
     SelfAttention as SelfAttention,
+)
+from ._hardmax import (
+    HardmaxRescaledAttention as HardmaxRescaledAttention,
+    HardmaxSelfAttention as HardmaxSelfAttention,
+    hardmax as hardmax,
+)
+from ._hessian import (
+    hessian_extreme_eigenvalues as hessian_extreme_eigenvalues,
+    hessian_vector_product as hessian_vector_product,
+    riemannian_hessian as riemannian_hessian,
+    rotation_orbit_basis as rotation_orbit_basis,
+    tangent_basis as tangent_basis,
+)
+from ._landscape import (
+    LandscapeSurvey as LandscapeSurvey,
+    SurveyPoint as SurveyPoint,
+    configuration_signature as configuration_signature,
+    survey_critical_points as survey_critical_points,
+    symmetric_configurations as symmetric_configurations,
+)
+from ._mean_field import (
+    sliced_wasserstein as sliced_wasserstein,
+    von_mises_fisher as von_mises_fisher,
+    von_mises_fisher_mixture as von_mises_fisher_mixture,
 )
 from ._metric import (
     AbstractMetric as AbstractMetric,
@@ -26,7 +73,44 @@ from ._metric import (
     WassersteinMetric as WassersteinMetric,
     riemannian_gradient as riemannian_gradient,
 )
+from ._noise import solve_sde as solve_sde
+from ._normalization_schemes import (
+    NGPT as NGPT,
+    AbstractNormalizationScheme as AbstractNormalizationScheme,
+    AttentionSublayer as AttentionSublayer,
+    PeriLN as PeriLN,
+    PostLN as PostLN,
+    PreLN as PreLN,
+)
+from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
+from ._piecewise import PiecewiseConstant as PiecewiseConstant
+from ._positional import (
+    PositionalAttention as PositionalAttention,
+    alibi_bias as alibi_bias,
+    alibi_slopes as alibi_slopes,
+    retrieval_profile as retrieval_profile,
+)
+from ._pure import (
+    PureSelfAttention as PureSelfAttention,
+    RescaledSelfAttention as RescaledSelfAttention,
+    rescale as rescale,
+    residual_layers as residual_layers,
+    unrescale as unrescale,
+)
+from ._random_weights import (
+    StackedMultiHeadAttention as StackedMultiHeadAttention,
+    random_multihead_attention as random_multihead_attention,
+)
+from ._sinkhorn_attention import (
+    SinkhornAttention as SinkhornAttention,
+    SinkhornEnergy as SinkhornEnergy,
+    sinkhorn_potentials as sinkhorn_potentials,
+)
 from ._solve import layers as layers, solve as solve
+from ._sharding import (
+    sharded_ensemble_solve as sharded_ensemble_solve,
+    sharded_solve as sharded_solve,
+)
 from ._sphere import (
     geodesic as geodesic,
     normalize as normalize,

@@ -1,10 +1,14 @@
-"""Clustering diagnostics of one system of tokens."""
+"""Clustering diagnostics: clusters of one system of tokens, inner-product histograms of any
+array of hidden states, and the energy along a trajectory."""
+
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._check import check_shape_tokens
+from ._check import check_shape_tokens, check_weights
+from ._energy import default_weights
 
 
 def gram(x: Float[Array, "n d"]) -> Float[Array, "n n"]:
@@ -12,9 +16,8 @@ def gram(x: Float[Array, "n d"]) -> Float[Array, "n n"]:
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> af.gram(jnp.eye(2))
-        Array([[1., 0.],
-               [0., 1.]], dtype=float32)
+        >>> af.gram(jnp.eye(2)).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
     """
     check_shape_tokens(x)
     return x @ x.T
@@ -30,8 +33,8 @@ def clustered_fraction(x: Float[Array, "n d"], delta: float = 1e-3) -> Float[Arr
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> x = jnp.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-        >>> float(af.clustered_fraction(x))  # 2 of the 6 ordered pairs
-        0.3333333432674408
+        >>> round(float(af.clustered_fraction(x)), 4)  # 2 of the 6 ordered pairs
+        0.3333
     """
     n = x.shape[0]
     if n < 2:
@@ -42,7 +45,15 @@ def clustered_fraction(x: Float[Array, "n d"], delta: float = 1e-3) -> Float[Arr
 
 def cluster_labels(x: Float[Array, "n d"], delta: float = 1e-3) -> Int[Array, " n"]:
     """Label of each token's cluster: the smallest index in its connected component of the graph
-    i ~ j iff ⟨x_i, x_j⟩ ≥ 1 − δ (single linkage, so chains merge)."""
+    i ~ j iff ⟨x_i, x_j⟩ ≥ 1 − δ (single linkage, so chains merge).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+        >>> af.cluster_labels(x).tolist()
+        [0, 1, 0]
+    """
+    check_shape_tokens(x)
     n = x.shape[0]
     reach = _close(x, delta) | jnp.eye(n, dtype=bool)
 
@@ -66,3 +77,182 @@ def count_clusters(x: Float[Array, "n d"], delta: float = 1e-3) -> Int[Array, ""
     """
     labels = cluster_labels(x, delta)
     return jnp.sum(labels == jnp.arange(x.shape[0]))
+
+
+def cluster_masses(
+    x: Float[Array, "n d"], delta: float = 1e-3, weights: Float[Array, " n"] | None = None
+) -> Float[Array, " n"]:
+    """Masses m_q = Σ_{i ∈ q} w_i of the clusters of :func:`cluster_labels`, largest first.
+
+    Weights default to 1/n (the empirical measure), so the masses sum to 1. The output has one slot
+    per token (a static shape, so it works under ``jit``/``vmap``): the first
+    ``count_clusters(x, delta)`` slots hold the clusters, the rest are 0. For well-separated point
+    clusters, 2β e^{−β} E_β(x) → Σ_q m_q² as β → ∞ (the plateaux of dynamic metastability,
+    MATH.md §10).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
+        >>> af.cluster_masses(x).tolist()
+        [0.75, 0.25, 0.0, 0.0]
+    """
+    return cluster_centers(x, delta, weights)[1]
+
+
+def cluster_centers(
+    x: Float[Array, "n d"], delta: float = 1e-3, weights: Float[Array, " n"] | None = None
+) -> tuple[Float[Array, "n d"], Float[Array, " n"]]:
+    """Centres and masses of the clusters of :func:`cluster_labels`, largest mass first.
+
+    The centre of cluster q is its mean direction normalize(Σ_{i ∈ q} w_i x_i), its mass
+    m_q = Σ_{i ∈ q} w_i (weights default to 1/n). Both outputs have one slot per token: slots past
+    ``count_clusters(x, delta)`` are empty (mass 0, centre 0). Ties in mass keep the order of the
+    clusters' smallest token index.
+
+    Returns:
+        ``(centers, masses)`` of shapes (n, d) and (n,).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, 0.6]])
+        >>> centers, masses = af.cluster_centers(x, delta=0.05)
+        >>> masses.tolist()
+        [0.5, 0.25, 0.25, 0.0]
+        >>> [round(float(c), 4) for c in centers[0]]  # mean direction of (0.6, 0.8), (0.8, 0.6)
+        [0.7071, 0.7071]
+    """
+    check_shape_tokens(x)
+    n = x.shape[0]
+    w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
+    labels = cluster_labels(x, delta)
+    masses = jnp.zeros((n,), x.dtype).at[labels].add(w)
+    sums = jnp.zeros_like(x).at[labels].add(w[:, None] * x)
+    # A non-root slot has no member, so it is empty whatever the weights are.
+    occupied = jnp.zeros((n,), bool).at[labels].set(True)
+    order = jnp.lexsort((jnp.arange(n), -masses, ~occupied))
+    masses, sums = masses[order], sums[order]
+    norms = jnp.linalg.norm(sums, axis=-1, keepdims=True)
+    safe = jnp.where(norms > 0, norms, 1)
+    centers = jnp.where(norms > 0, sums / safe, 0)
+    return centers, masses
+
+
+def inner_product_histogram(
+    x: Float[Array, "*batch n d"],
+    bins: int = 50,
+    range: tuple[float, float] = (-1.0, 1.0),
+    *,
+    normalize: bool = True,
+    density: bool = True,
+) -> tuple[Float[Array, "*batch bins"], Float[Array, " edges"]]:
+    """Histogram of the pairwise inner products ⟨x_i, x_j⟩, i < j (diagonal excluded), as in the
+    paper's Fig. 1, for any array of hidden states; leading dimensions (layers, batch, …) are kept.
+
+    Each unordered pair counts once. Bins are those of ``numpy.histogram`` with equal widths on
+    ``range`` (the last bin is closed on the right; values outside ``range`` are dropped), and
+    the bin assignment follows NumPy's edge corrections exactly.
+
+    Args:
+        x: (*batch, n, d) hidden states, n ≥ 2.
+        bins: number of equal-width bins.
+        range: (lo, hi) of the bins.
+        normalize: project the rows on the unit sphere first (cosine similarities, clipped to
+            [−1, 1] against rounding), the convention of layer-normalised Transformers.
+        density: return a probability density on ``range`` (integrates to 1; 0 where no pair
+            fell in range) instead of counts.
+
+    Returns:
+        ``(hist, edges)`` of shapes (*batch, bins) and (bins + 1,).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> x = jnp.array([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+        >>> hist, edges = af.inner_product_histogram(x, bins=2, density=False)
+        >>> hist.tolist(), edges.tolist()  # pairs: 1, 0, 0
+        ([0.0, 3.0], [-1.0, 0.0, 1.0])
+    """
+    shape = jnp.shape(x)
+    if len(shape) < 2 or shape[-2] < 2:
+        raise ValueError(f"x: expected hidden states of shape (*batch, n, d) with n >= 2, got "
+                         f"shape {shape}")
+    if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+        raise ValueError(f"x: expected a floating-point array, got dtype {jnp.result_type(x)}")
+    if int(bins) != bins or bins < 1:
+        raise ValueError(f"bins: expected a positive integer, got {bins}")
+    lo, hi = (float(v) for v in range)
+    if not lo < hi:
+        raise ValueError(f"range: expected (lo, hi) with lo < hi, got {range}")
+    bins = int(bins)
+    dtype = jnp.result_type(x)
+    edges = jnp.linspace(lo, hi, bins + 1, dtype=dtype)
+    n = shape[-2]
+    rows, cols = jnp.triu_indices(n, k=1)
+
+    def one(h):
+        if normalize:
+            h = h / jnp.linalg.norm(h, axis=-1, keepdims=True)
+        s = (h @ h.T)[rows, cols]
+        if normalize:
+            s = jnp.clip(s, -1, 1)
+        # numpy.histogram's uniform-bin rule, including its corrections at the edges.
+        index = ((s - lo) * (bins / (hi - lo))).astype(jnp.int32)
+        index = jnp.clip(jnp.where(index == bins, bins - 1, index), 0, bins - 1)
+        index = jnp.where(s < edges[index], index - 1, index)
+        index = jnp.where((s >= edges[jnp.minimum(index + 1, bins)]) & (index != bins - 1),
+                          index + 1, index)
+        valid = (s >= lo) & (s <= hi)
+        index = jnp.where(valid, index, bins)
+        return jnp.zeros((bins + 1,), dtype).at[index].add(1)[:bins]
+
+    flat = jnp.reshape(x, (-1, n, shape[-1]))
+    hist = jax.vmap(one)(flat)
+    if density:
+        total = jnp.sum(hist, axis=-1, keepdims=True)
+        hist = hist / (jnp.where(total > 0, total, 1) * ((hi - lo) / bins))
+    return jnp.reshape(hist, (*shape[:-2], bins)), edges
+
+
+def energy_along(
+    trajectory: Float[Array, "*time n d"],
+    energy: Callable,
+    weights: Float[Array, " n"] | None = None,
+    *,
+    log_shift=None,
+) -> Float[Array, "*time"]:
+    """The energy E(x(t)) at every saved state of a trajectory (e.g. ``sol.ys``).
+
+    With ``log_shift`` the function returns E(x(t)) · exp(−log_shift) through the energy's
+    overflow-safe ``scaled`` method (:class:`attnflow.AbstractEnergy`): for
+    ``InteractionEnergy(β)`` and ``log_shift=β``, 2β · energy_along(...) is
+    (1/n²) Σ_ij exp(β(⟨x_i, x_j⟩ − 1)) ∈ (0, 1], the normalisation of the metastability staircase
+    (MATH.md §10), finite at any β.
+
+    Args:
+        trajectory: (*time, n, d) tokens; any number of leading dimensions.
+        energy: an energy ``energy(x, weights)`` on one system, e.g. :class:`attnflow.InteractionEnergy`.
+        weights: (n,) weights of the empirical measure, shared by all states (default 1/n).
+        log_shift: optional scalar subtracted from the log of the energy.
+
+    Returns:
+        (*time,) energies.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 6, 3)
+        >>> sol = af.solve(af.SelfAttention(1.0, normalization="n"), x0, 2.0, ts=jnp.linspace(0, 2, 5))
+        >>> e = af.energy_along(sol.ys, af.InteractionEnergy(1.0))
+        >>> e.shape, bool(jnp.all(jnp.diff(e) > 0))  # USA is a gradient ascent of E_β
+        ((5,), True)
+    """
+    shape = jnp.shape(trajectory)
+    if len(shape) < 2:
+        raise ValueError(f"trajectory: expected states of shape (*time, n, d), got shape {shape}")
+    if log_shift is not None and not hasattr(energy, "scaled"):
+        raise ValueError(f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "
+                         f"{type(energy).__name__}")
+    flat = jnp.reshape(trajectory, (-1, *shape[-2:]))
+    if log_shift is None:
+        values = jax.vmap(lambda x: energy(x, weights))(flat)
+    else:
+        values = jax.vmap(lambda x: energy.scaled(x, weights, log_shift))(flat)
+    return jnp.reshape(values, shape[:-2])

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_matrix, check_shape_tokens
+from ._blocked import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, blocked_attention
+from ._check import check_beta, check_matrix, check_shape_tokens, check_weights
 from ._energy import AbstractEnergy
 from ._metric import AbstractMetric, riemannian_gradient
 from ._sphere import project_tangent
@@ -19,6 +20,12 @@ class AbstractField(eqx.Module):
 
     Fields act on ONE system ``x`` of shape (n, d); batch with ``jax.vmap``. Off the sphere they
     use P_x = I − x xᵀ/|x|² so that |x_i| is conserved exactly (MATH.md §1.12).
+
+    Weighted empirical measures μ = Σ_i w_i δ_{x_i}: the attention fields and
+    :class:`GradientFlow` read ``args`` as ``None`` (uniform weights 1/n), a (n,) array of
+    non-negative weights, or a dict whose ``"weights"`` entry is one of those. So
+    ``solve(field, x0, t1, args=w)`` evolves a weighted measure; weights are constant in time
+    (the continuity equation moves mass, it does not create it).
     """
 
     @abc.abstractmethod
@@ -26,15 +33,34 @@ class AbstractField(eqx.Module):
         raise NotImplementedError
 
 
+def _as(array, x):
+    """Parameters follow the tokens' precision (float32 tokens stay float32 under x64)."""
+    return None if array is None else jnp.asarray(array, dtype=x.dtype)
+
+
 def _logits(beta, Q, K, x):
     """β ⟨Q x_i, K x_j⟩ as an (n, n) matrix, using x Qᵀ (x Kᵀ)ᵀ so rectangular Q, K cost O(n k d)."""
-    queries = x if Q is None else x @ Q.T
-    keys = x if K is None else x @ K.T
-    return beta * (queries @ keys.T)
+    queries = x if Q is None else x @ _as(Q, x).T
+    keys = x if K is None else x @ _as(K, x).T
+    return _as(beta, x) * (queries @ keys.T)
 
 
 def _causal_mask(n: int):
     return jnp.tril(jnp.ones((n, n), dtype=bool))
+
+
+def _weights_from_args(args, n: int):
+    """The weights a field reads from ``args``: None, a (n,) array, or {"weights": array}."""
+    if isinstance(args, dict):
+        args = args.get("weights")
+    if args is None:
+        return None
+    if jnp.ndim(args) != 1:
+        raise ValueError(
+            "args: attention fields read args as None, a (n,) array of weights or a dict with "
+            f"key 'weights'; got {type(args).__name__} of shape {jnp.shape(args)}"
+        )
+    return check_weights(args, n, "args (weights)")
 
 
 class SelfAttention(AbstractField):
@@ -46,6 +72,16 @@ class SelfAttention(AbstractField):
     for ``normalization="n"`` (USA, §3.3). With ``causal=True`` token i attends only to j ≤ i
     (KPR24, MATH.md §1.7; the USA variant keeps the factor 1/n). Missing Q, K, V are the identity.
 
+    Weighted measures (``args`` = weights w, see :class:`AbstractField`): with
+    s_ij = β⟨Qx_i, Kx_j⟩, SA becomes Σ_j w_j e^{s_ij} V x_j / Σ_j w_j e^{s_ij} and USA
+    Σ_j w_j e^{s_ij} V x_j: the mean-field field 𝒳[μ] of (3.3)/(3.8) at μ = Σ_j w_j δ_{x_j}.
+    Uniform weights w_j = 1/n give the fields above.
+
+    Large n: with ``block_size`` set, or when ``block_size`` is None and n > 4096
+    (``AUTO_BLOCK_THRESHOLD``), the output is computed by :func:`attnflow.blocked_attention`
+    (online softmax over key blocks, memory O(n·d + block²), never n × n). The blocked and dense
+    paths agree to rounding; ``logits`` and ``attention_matrix`` are always dense.
+
     Softmax weights are computed with the row maximum subtracted, so SA is finite for any β in
     float32 (β = 100 included). USA's values genuinely grow like e^β and overflow float32 past
     β ≈ 88.
@@ -56,6 +92,8 @@ class SelfAttention(AbstractField):
         V: (d, d) value matrix.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
         causal: mask j > i.
+        block_size: ``None`` (dense up to n = 4096, blocked above) or a positive integer to force
+            the blocked kernel with that block size.
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
@@ -71,8 +109,10 @@ class SelfAttention(AbstractField):
     V: Float[Array, "d d"] | None
     normalization: Literal["softmax", "n"] = eqx.field(static=True)
     causal: bool = eqx.field(static=True)
+    block_size: int | None = eqx.field(static=True, default=None)
 
-    def __init__(self, beta, Q=None, K=None, V=None, *, normalization="softmax", causal=False):
+    def __init__(self, beta, Q=None, K=None, V=None, *, normalization="softmax", causal=False,
+                 block_size=None):
         self.beta = jnp.asarray(check_beta(beta))
         if normalization not in ("softmax", "n"):
             raise ValueError(f"normalization: expected 'softmax' (SA) or 'n' (USA), got "
@@ -100,6 +140,11 @@ class SelfAttention(AbstractField):
         self.V = None if V is None else jnp.asarray(V)
         self.normalization = normalization
         self.causal = bool(causal)
+        if block_size is not None and (
+            not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
+        ):
+            raise ValueError(f"block_size: expected None or a positive integer, got {block_size!r}")
+        self.block_size = block_size
 
     @property
     def dim(self) -> int | None:
@@ -119,20 +164,41 @@ class SelfAttention(AbstractField):
         self._check(x)
         return _logits(self.beta, self.Q, self.K, x)
 
-    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """a_ij of (2.5): row-stochastic for SA; exp(logits)/n for USA (causal: zero for j > i)."""
+    def attention_matrix(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, "n n"]:
+        """a_ij of (2.5): row-stochastic for SA; exp(logits)/n for USA (causal: zero for j > i).
+
+        With ``weights``: w_j e^{s_ij} / Σ_k w_k e^{s_ik} (SA) or w_j e^{s_ij} (USA).
+        """
         logits = self.logits(x)
         mask = _causal_mask(x.shape[0]) if self.causal else None
+        if weights is not None:
+            w = check_weights(weights, x.shape[0])
+            if self.causal:
+                logits = jnp.where(mask, logits, -jnp.inf)
+            row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+            e = jnp.exp(logits - row_max) * w[None, :]
+            if self.normalization == "softmax":
+                return e / jnp.sum(e, axis=-1, keepdims=True)
+            return e * jnp.exp(row_max)
         if self.normalization == "softmax":
             return jax.nn.softmax(logits, axis=-1, where=mask)
         e = jnp.exp(logits) / x.shape[0]
         return e if mask is None else jnp.where(mask, e, 0.0)
 
-    def attention_output(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
-        """Σ_j a_ij V x_j before the tangent projection (one head of (2.7))."""
-        logits = self.logits(x)
+    def attention_output(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, "n d"]:
+        """Σ_j a_ij V x_j before the tangent projection (one head of (2.7)); ``weights`` as in
+        :meth:`attention_matrix`. Blocked above the size threshold (see the class docstring)."""
         n = x.shape[0]
-        values = x if self.V is None else x @ self.V.T
+        if self.block_size is not None or n > AUTO_BLOCK_THRESHOLD:
+            return self._blocked_output(x, weights)
+        if weights is not None:
+            return self.attention_matrix(x, weights) @ (x if self.V is None else x @ self.V.T)
+        logits = self.logits(x)
+        values = x if self.V is None else x @ _as(self.V, x).T
         if self.causal:
             logits = jnp.where(_causal_mask(n), logits, -jnp.inf)
         row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
@@ -142,8 +208,19 @@ class SelfAttention(AbstractField):
             return out / jnp.sum(e, axis=-1, keepdims=True)
         return out * (jnp.exp(row_max) / n)
 
+    def _blocked_output(self, x, weights):
+        self._check(x)
+        w = None if weights is None else check_weights(weights, x.shape[0])
+        queries = x if self.Q is None else x @ self.Q.T
+        keys = x if self.K is None else x @ self.K.T
+        values = x if self.V is None else x @ _as(self.V, x).T
+        return blocked_attention(
+            self.beta * queries, keys, values, w, normalization=self.normalization,
+            causal=self.causal, block_size=self.block_size or DEFAULT_BLOCK_SIZE,
+        )
+
     def __call__(self, t, x, args=None):
-        return project_tangent(x, self.attention_output(x))
+        return project_tangent(x, self.attention_output(x, _weights_from_args(args, x.shape[0])))
 
 
 class MultiHeadAttention(AbstractField):
@@ -177,7 +254,8 @@ class MultiHeadAttention(AbstractField):
         self.heads = heads
 
     def __call__(self, t, x, args=None):
-        total = sum(head.attention_output(x) for head in self.heads)
+        weights = _weights_from_args(args, x.shape[0])
+        total = sum(head.attention_output(x, weights) for head in self.heads)
         return project_tangent(x, total)
 
 
@@ -208,5 +286,6 @@ class GradientFlow(AbstractField):
 
     def __call__(self, t, x, args=None):
         check_shape_tokens(x)
-        grad = riemannian_gradient(self.energy, self.metric, x)
+        weights = _weights_from_args(args, x.shape[0])
+        grad = riemannian_gradient(self.energy, self.metric, x, weights)
         return -grad if self.descent else grad

@@ -46,8 +46,8 @@ class WassersteinMetric(AbstractMetric):
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> af.WassersteinMetric().factors(jnp.eye(2))
-        Array([0.5, 0.5], dtype=float32)
+        >>> af.WassersteinMetric().factors(jnp.eye(2)).tolist()
+        [0.5, 0.5]
     """
 
     def factors(self, x, weights=None):
@@ -85,8 +85,8 @@ class AttentionMetric(AbstractMetric):
     def scaled_factors(self, x, weights, log_shift):
         n = x.shape[0]
         w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
-        s = x @ x.T if self.A is None else x @ self.A @ x.T
-        return w * (jnp.exp(self.beta * s - log_shift) @ w)
+        s = x @ x.T if self.A is None else x @ jnp.asarray(self.A, x.dtype) @ x.T
+        return w * (jnp.exp(jnp.asarray(self.beta, x.dtype) * s - log_shift) @ w)
 
     def factors(self, x, weights=None):
         return self.scaled_factors(x, weights, 0.0)

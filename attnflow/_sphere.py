@@ -14,22 +14,22 @@ def normalize(x: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> af.normalize(jnp.array([[3.0, 4.0]]))
-        Array([[0.6, 0.8]], dtype=float32)
+        >>> [round(v, 6) for v in af.normalize(jnp.array([[3.0, 4.0]]))[0].tolist()]
+        [0.6, 0.8]
     """
     x = check_nonzero_rows(x, "x")
     return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def tangent(x: Float[Array, "*batch d"], v: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+def tangent(x: Float[Array, "*batch d"], v: Float[Array, "..."]) -> Float[Array, "*batch d"]:
     """Row-wise tangent projection P^⊥_{x} v = v − ⟨x, v⟩ x (MATH.md notation).
 
     ``x`` is assumed on the sphere; see :func:`project_tangent` for points off it.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> af.tangent(jnp.array([[1.0, 0.0]]), jnp.array([[2.0, 3.0]]))
-        Array([[0., 3.]], dtype=float32)
+        >>> af.tangent(jnp.array([[1.0, 0.0]]), jnp.array([[2.0, 3.0]])).tolist()
+        [[0.0, 3.0]]
     """
     if jnp.shape(x) != jnp.shape(v):
         raise ValueError(f"v: expected the shape of x {jnp.shape(x)}, got {jnp.shape(v)}")

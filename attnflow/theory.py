@@ -2,3 +2,24 @@
 
 Functions are grouped by topic in private modules and re-exported here.
 """
+
+from ._configurations import (
+    KNOWN_SPECTRA as KNOWN_SPECTRA,
+    cell600 as cell600,
+    cross_polytope as cross_polytope,
+    demicube5 as demicube5,
+    design_strength as design_strength,
+    e8_roots as e8_roots,
+    icosahedron as icosahedron,
+    inner_product_spectrum as inner_product_spectrum,
+    known_spectrum as known_spectrum,
+    optimal_configuration as optimal_configuration,
+    optimal_energy as optimal_energy,
+    regular_polygon as regular_polygon,
+    simplex as simplex,
+)
+from ._circle import (
+    hessian_kernel as hessian_kernel,
+    strict_saddle_threshold as strict_saddle_threshold,
+    tau_star as tau_star,
+)

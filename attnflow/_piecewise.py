@@ -1,0 +1,220 @@
+"""Time-dependent fields that are constant on each layer interval (piecewise-constant Q(t), K(t), V(t))."""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from ._check import is_traced
+from ._field import AbstractField, SelfAttention
+
+
+def _num_pieces_of(switch_times) -> int:
+    return int(jnp.shape(switch_times)[0]) + 1
+
+
+def _check_switch_times(switch_times):
+    if jnp.ndim(switch_times) != 1:
+        raise ValueError(
+            f"switch_times: expected a 1-d array of increasing times, got shape "
+            f"{jnp.shape(switch_times)}"
+        )
+    if is_traced(switch_times):
+        return
+    values = np.asarray(switch_times)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"switch_times: expected finite times, got {values}")
+    if np.any(np.diff(values) <= 0):
+        raise ValueError(f"switch_times: expected strictly increasing times, got {values}")
+
+
+class PiecewiseConstant(AbstractField):
+    r"""A field whose parameters are constant between switching times (a time-dependent layer stack).
+
+    With switching times s_0 < s_1 < … < s_{L-2} and L pieces F_0, …, F_{L-1},
+
+        ẋ = F_k(t, x)   for t ∈ [s_{k-1}, s_k),   s_{-1} = −∞, s_{L-1} = +∞,
+
+    i.e. the (SA) dynamics (2.3) with Q(t), K(t), V(t) piecewise constant in t, as in the
+    measure-to-measure transport constructions (Geshkovski–Rigollet–Ruiz-Balet). The pieces are
+    stored *stacked*: ``field`` is any attnflow field (``SelfAttention``, ``MultiHeadAttention``,
+    …) every array leaf of which carries a leading axis of length L; piece k is that field with
+    every array leaf indexed at k. Build it with :meth:`from_fields` (a list of fields) or
+    :meth:`from_attention` (lists of Q, K, V), or directly from a stacked field (e.g. made with
+    ``eqx.filter_vmap`` over a constructor).
+
+    The field is differentiable (reverse and forward mode) with respect to every array in every
+    piece. It is *not* differentiable with respect to the switching times (the piece index is an
+    integer). :func:`attnflow.solve` reads :attr:`jump_times` and tells the adaptive step-size
+    controller to step exactly to each discontinuity (diffrax ``jump_ts``), which keeps the
+    solver's error estimate honest across switches.
+
+    Args:
+        field: the stacked field (leading axis L on every array leaf).
+        switch_times: (L − 1,) strictly increasing times; empty for a single piece.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> I, R = jnp.eye(3), jnp.diag(jnp.array([1.0, -1.0, 1.0]))
+        >>> f = af.PiecewiseConstant.from_attention(1.0, V=[I, R], switch_times=[2.0])
+        >>> f.num_pieces, f.jump_times.shape
+        (2, (1,))
+        >>> x0 = af.random_tokens(jr.key(0), 5, 3)
+        >>> af.solve(f, x0, 4.0).ys.shape
+        (1, 5, 3)
+    """
+
+    field: AbstractField
+    switch_times: Float[Array, " switches"]
+
+    def __init__(self, field: AbstractField, switch_times):
+        if not isinstance(field, AbstractField):
+            raise ValueError(
+                f"field: expected a stacked attnflow field (an AbstractField), got "
+                f"{type(field).__name__}"
+            )
+        switch_times = jnp.asarray(switch_times)
+        if not jnp.issubdtype(switch_times.dtype, jnp.floating):
+            switch_times = switch_times.astype(float)
+        _check_switch_times(switch_times)
+        num_pieces = _num_pieces_of(switch_times)
+        leaves = jax.tree.leaves(eqx.filter(field, eqx.is_array))
+        if not leaves:
+            raise ValueError("field: has no array leaves to make piecewise constant")
+        for leaf in leaves:
+            if leaf.ndim == 0 or leaf.shape[0] != num_pieces:
+                raise ValueError(
+                    f"field: every array leaf must be stacked with a leading axis of length "
+                    f"L = len(switch_times) + 1 = {num_pieces}, got a leaf of shape {leaf.shape}"
+                )
+        self.field = field
+        self.switch_times = switch_times
+
+    @property
+    def num_pieces(self) -> int:
+        """L, the number of pieces."""
+        return _num_pieces_of(self.switch_times)
+
+    @property
+    def jump_times(self) -> Float[Array, " switches"]:
+        """The switching times, where the field is discontinuous in t (diffrax ``jump_ts``)."""
+        return self.switch_times
+
+    def piece_index(self, t) -> Int[Array, ""]:
+        """k such that s_{k-1} ≤ t < s_k (right-continuous: at t = s_k the new piece applies)."""
+        return jnp.searchsorted(self.switch_times, jnp.asarray(t), side="right")
+
+    def piece(self, k) -> AbstractField:
+        """Piece k as an ordinary (unstacked) field; ``k`` may be traced."""
+        dynamic, static = eqx.partition(self.field, eqx.is_array)
+        return eqx.combine(jax.tree.map(lambda leaf: leaf[k], dynamic), static)
+
+    def __call__(self, t, x, args=None):
+        return self.piece(self.piece_index(t))(t, x, args)
+
+    @classmethod
+    def from_fields(cls, fields: Sequence[AbstractField], switch_times) -> "PiecewiseConstant":
+        """Stack L fields of the same kind and static configuration into one piecewise field.
+
+        Example:
+            >>> import attnflow as af
+            >>> f = af.PiecewiseConstant.from_fields(
+            ...     [af.SelfAttention(1.0), af.SelfAttention(4.0)], switch_times=[1.5])
+            >>> f.field.beta.shape
+            (2,)
+        """
+        fields = list(fields)
+        if not fields:
+            raise ValueError("fields: expected at least one field, got none")
+        switch_times = jnp.asarray(switch_times)
+        if jnp.ndim(switch_times) == 1 and len(fields) != _num_pieces_of(switch_times):
+            raise ValueError(
+                f"fields: expected len(switch_times) + 1 = {_num_pieces_of(switch_times)} "
+                f"fields, got {len(fields)}"
+            )
+        dynamic, static = zip(*(eqx.partition(f, eqx.is_array) for f in fields), strict=True)
+        structure = jax.tree.structure(dynamic[0])
+        for k, (dyn, stat) in enumerate(zip(dynamic, static, strict=True)):
+            if jax.tree.structure(dyn) != structure or not eqx.tree_equal(stat, static[0]):
+                raise ValueError(
+                    f"fields: piece {k} differs from piece 0 in kind or static configuration "
+                    "(normalization, causal, which of Q, K, V are given, number of heads); "
+                    "all pieces must share them"
+                )
+            shapes = [jnp.shape(a) for a in jax.tree.leaves(dyn)]
+            if shapes != [jnp.shape(a) for a in jax.tree.leaves(dynamic[0])]:
+                raise ValueError(
+                    f"fields: piece {k} has array shapes {shapes}, piece 0 has "
+                    f"{[jnp.shape(a) for a in jax.tree.leaves(dynamic[0])]}"
+                )
+        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *dynamic)
+        return cls(eqx.combine(stacked, static[0]), switch_times)
+
+    @classmethod
+    def from_attention(
+        cls,
+        beta,
+        Q=None,
+        K=None,
+        V=None,
+        *,
+        switch_times,
+        normalization="softmax",
+        causal=False,
+    ) -> "PiecewiseConstant":
+        """Piecewise-constant (SA)/(USA) from lists of matrices: piece k is
+        ``SelfAttention(beta[k], Q[k], K[k], V[k], normalization=…, causal=…)``.
+
+        Args:
+            beta: a scalar shared by all pieces, or L values.
+            Q, K: ``None`` (identity), a sequence of L (k, d) matrices or an (L, k, d) array.
+            V: ``None`` (identity), a sequence of L (d, d) matrices or an (L, d, d) array.
+            switch_times: (L − 1,) strictly increasing times.
+
+        Example:
+            >>> import jax.numpy as jnp, attnflow as af
+            >>> f = af.PiecewiseConstant.from_attention(
+            ...     2.0, Q=jnp.ones((3, 2, 4)), K=jnp.ones((3, 2, 4)), switch_times=[1.0, 2.0])
+            >>> f.field.Q.shape, f.field.beta.shape
+            ((3, 2, 4), (3,))
+        """
+        switch_times = jnp.asarray(switch_times)
+        if jnp.ndim(switch_times) != 1:
+            raise ValueError(
+                f"switch_times: expected a 1-d array of increasing times, got shape "
+                f"{jnp.shape(switch_times)}"
+            )
+        num_pieces = _num_pieces_of(switch_times)
+
+        def per_piece(name, value, scalar):
+            if value is None:
+                return [None] * num_pieces
+            if scalar and jnp.ndim(value) == 0:
+                return [value] * num_pieces
+            if len(value) != num_pieces:
+                raise ValueError(
+                    f"{name}: expected {'a scalar or ' if scalar else ''}L = len(switch_times) "
+                    f"+ 1 = {num_pieces} values, one per piece, got {len(value)}"
+                )
+            return list(value)
+
+        pieces = zip(
+            per_piece("beta", beta, True),
+            per_piece("Q", Q, False),
+            per_piece("K", K, False),
+            per_piece("V", V, False),
+            strict=True,
+        )
+        fields = []
+        for k, (b, q, kk, v) in enumerate(pieces):
+            try:
+                fields.append(
+                    SelfAttention(b, q, kk, v, normalization=normalization, causal=causal)
+                )
+            except ValueError as error:
+                raise ValueError(f"piece {k}: {error}") from error
+        return cls.from_fields(fields, switch_times)

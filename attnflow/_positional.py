@@ -1,0 +1,199 @@
+"""Positional biases on the attention logits (ALiBi and any fixed (n, n) bias), and the
+retrieval profile of causal attention (the lost-in-the-middle model).
+
+Tokens of a prompt are ordered; self-attention (2.3) is permutation-equivariant and sees the
+order only through a mask (causal attention, MATH.md §1.7) or a bias added to the logits.
+ALiBi (Press, Smith, Lewis, ICLR 2022) adds −m·|i − j| to β⟨Q x_i, K x_j⟩, with one slope m per
+head. Duerinckx–Geshkovski–Rossi (seed 001, "Kinetic theory for Transformers and the
+lost-in-the-middle phenomenon") study causal self-attention of i.i.d. uniform tokens and show
+that the token retrieval profile, as a function of the source position, is U-shaped (primacy,
+recency, an interior minimum); :func:`retrieval_profile` measures a profile of that kind for any
+field by Monte Carlo.
+"""
+
+from collections.abc import Callable
+
+import numpy as np
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import check_shape_tokens, check_tokens, is_traced
+from ._field import AbstractField, SelfAttention
+from ._solve import solve
+from ._sphere import project_tangent
+
+
+def alibi_bias(n: int, slope, *, causal: bool = True, dtype=None) -> Float[Array, "n n"]:
+    """The ALiBi bias b_ij = −m·|i − j|, with b_ij = −∞ for j > i when ``causal`` (the mask).
+
+    Example:
+        >>> import attnflow as af
+        >>> af.alibi_bias(3, 0.5, causal=False).tolist()
+        [[-0.0, -0.5, -1.0], [-0.5, -0.0, -0.5], [-1.0, -0.5, -0.0]]
+    """
+    if int(n) < 1:
+        raise ValueError(f"n: expected at least one position, got n = {n}")
+    if jnp.ndim(slope) != 0:
+        raise ValueError(f"slope: expected a scalar ALiBi slope, got shape {jnp.shape(slope)}")
+    if not is_traced(slope) and not (np.isfinite(float(slope)) and float(slope) >= 0):
+        raise ValueError(f"slope: expected a finite slope m >= 0, got {float(slope)}")
+    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    positions = jnp.arange(n)
+    distance = jnp.abs(positions[:, None] - positions[None, :]).astype(dtype)
+    bias = -jnp.asarray(slope, dtype) * distance
+    if causal:
+        bias = jnp.where(positions[None, :] <= positions[:, None], bias, -jnp.inf)
+    return bias
+
+
+def alibi_slopes(num_heads: int) -> Float[Array, " heads"]:
+    """ALiBi's per-head slopes m_h = 2^{−8h/H}, h = 1 … H (Press et al., §3).
+
+    Example:
+        >>> import attnflow as af
+        >>> af.alibi_slopes(4).tolist()
+        [0.25, 0.0625, 0.015625, 0.00390625]
+    """
+    if int(num_heads) < 1:
+        raise ValueError(f"num_heads: expected at least one head, got {num_heads}")
+    h = jnp.arange(1, int(num_heads) + 1, dtype=jnp.result_type(float))
+    return 2.0 ** (-8.0 * h / num_heads)
+
+
+class PositionalAttention(AbstractField):
+    r"""Self-attention with a fixed positional bias b on the logits:
+
+        ẋ_i = P^⊥_{x_i} ( Σ_j a_ij V x_j ),   a_ij = exp(β⟨Q x_i, K x_j⟩ + b_ij) / Z_i,
+
+    Z_i = Σ_j exp(β⟨Q x_i, K x_j⟩ + b_ij) (``normalization="softmax"``, (2.4) with a bias) or
+    Z_i = n (``"n"``, the USA analogue). Entries b_ij = −∞ mask j out of row i (every row must
+    keep one finite entry). ALiBi is ``bias = alibi_bias(n, m, causal=...)``; b = 0 is (SA).
+
+    When b is symmetric (bidirectional ALiBi), QᵀK = W symmetric and V = W, this is the gradient
+    ascent of E(x) = 1/(2β) Σ_ij exp(β x_iᵀ W x_j + b_ij) in the metric Σ_i Z_i ⟨a_i, b_i⟩, as in
+    §3.4; the causal bias is not symmetric and, like CSA, not a gradient flow.
+
+    Args:
+        beta: inverse temperature β ≥ 0.
+        bias: (n, n) additive bias; the field then acts on exactly n tokens.
+        Q, K: (k, d); V: (d, d) (identity when omitted).
+        normalization: ``"softmax"`` or ``"n"``.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 5, 3)
+        >>> field = af.PositionalAttention(4.0, af.alibi_bias(5, 0.5))
+        >>> bool(abs(field.attention_matrix(x).sum(1) - 1).max() < 1e-6)
+        True
+    """
+
+    attention: SelfAttention
+    bias: Float[Array, "n n"]
+
+    def __init__(self, beta, bias, Q=None, K=None, V=None, *, normalization="softmax"):
+        self.attention = SelfAttention(beta, Q, K, V, normalization=normalization)
+        shape = jnp.shape(bias)
+        if len(shape) != 2 or shape[0] != shape[1]:
+            raise ValueError(f"bias: expected a square (n, n) positional bias, got shape {shape}")
+        if not is_traced(bias):
+            values = np.asarray(bias)
+            if np.any(np.isnan(values)) or np.any(values == np.inf):
+                raise ValueError("bias: entries must be finite or -inf (a mask), got NaN or +inf")
+            empty = ~np.any(np.isfinite(values), axis=1)
+            if np.any(empty):
+                raise ValueError(f"bias: row {int(np.argmax(empty))} is entirely -inf, so token "
+                                 f"{int(np.argmax(empty))} would attend to nothing")
+        self.bias = jnp.asarray(bias)
+
+    def _check(self, x):
+        check_shape_tokens(x)
+        if x.shape[0] != self.bias.shape[0]:
+            raise ValueError(f"x: the positional bias is for n = {self.bias.shape[0]} tokens, "
+                             f"got n = {x.shape[0]}")
+
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """β⟨Q x_i, K x_j⟩ + b_ij (−∞ where masked)."""
+        self._check(x)
+        return self.attention.logits(x) + self.bias.astype(x.dtype)
+
+    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """a_ij: row-stochastic for softmax; exp(logits)/n for ``"n"`` (zero where masked)."""
+        logits = self.logits(x)
+        if self.attention.normalization == "softmax":
+            return jax.nn.softmax(logits, axis=-1)
+        return jnp.exp(logits) / x.shape[0]
+
+    def attention_output(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """Σ_j a_ij V x_j before the tangent projection."""
+        values = x if self.attention.V is None else x @ self.attention.V.T
+        return self.attention_matrix(x) @ values
+
+    def __call__(self, t, x, args=None):
+        return project_tangent(x, self.attention_output(x))
+
+
+def retrieval_profile(
+    field: Callable,
+    x0: Float[Array, "batch n d"],
+    t1,
+    *,
+    query: int = -1,
+    max_steps: int = 4096,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    r"""Monte Carlo retrieval profile r(j) = E⟨x_q(t1), x_j(0)⟩ over a batch of prompts.
+
+    How much of the source token at position j the query token (default the last) still carries
+    after depth t1. For i.i.d. uniform prompts E x_j(0) = 0, so r(j) is the covariance between
+    output and source; r(q) starts at 1 (recency) and, for causal V = I, r(1) → 1 as t1 → ∞
+    because every token converges to x_1(0) (primacy, MATH.md §1.7). Seed 001 derives the
+    U shape of the retrieval profile of causal attention from its mean-field correlation equation;
+    their exact observable was not available here, so this is the direct, measurable analogue.
+
+    Args:
+        field: any attnflow field (e.g. ``SelfAttention(β, causal=True)`` or
+            :class:`PositionalAttention` with a causal ALiBi bias).
+        x0: (batch, n, d) prompts, e.g. ``random_tokens(key, n, d, batch_shape=(B,))``.
+        t1: depth (time) of the readout.
+        query: position q of the reading token.
+
+    Returns:
+        ``(mean, standard_error)``, each of shape (n,): the batch mean of ⟨x_q(t1), x_j(0)⟩ and
+        its standard error (sample std / √batch).
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 4, 2, batch_shape=(8,))
+        >>> mean, se = af.retrieval_profile(af.SelfAttention(1.0, causal=True), x0, 1.0)
+        >>> mean.shape, bool(mean[-1] > 0.5)
+        ((4,), True)
+    """
+    if jnp.ndim(x0) != 3:
+        raise ValueError(f"x0: expected a batch of prompts of shape (batch, n, d), got shape "
+                         f"{jnp.shape(x0)}")
+    batch, n, _ = x0.shape
+    if batch < 2:
+        raise ValueError(f"x0: a Monte Carlo estimate needs at least 2 prompts, got {batch}")
+    if not -n <= int(query) < n:
+        raise ValueError(f"query: expected a position in [-{n}, {n}), got {query}")
+    # One (batch·n, d) check validates every prompt's tokens at once.
+    x0 = check_tokens(x0.reshape(-1, x0.shape[-1]), "x0").reshape(x0.shape)
+
+    def readout(prompt):
+        sol = solve(field, prompt, t1, max_steps=max_steps, rtol=rtol, atol=atol, throw=False)
+        return prompt @ sol.ys[-1][query], sol.result == diffrax.RESULTS.successful
+
+    overlaps, ok = jax.vmap(readout)(x0)
+    overlaps = eqx.error_if(overlaps, ~jnp.all(ok), "retrieval_profile: a solve stopped early "
+                            "(max_steps reached); raise max_steps or loosen rtol/atol")
+    mean = jnp.mean(overlaps, axis=0)
+    stderr = jnp.std(overlaps, axis=0, ddof=1) / jnp.sqrt(batch)
+    return mean, stderr
+
+
+__all__ = ["PositionalAttention", "alibi_bias", "alibi_slopes", "retrieval_profile"]

@@ -1,0 +1,182 @@
+"""Random deep multi-head attention: Gaussian weights resampled independently per layer and head.
+
+The model of the random-weights paper in seed 001 ("a random model of deep multi-head
+self-attention in which the weights are resampled independently across layers and heads, as at
+initialization of training"). Only its abstract was available: the scalings below are derived
+here (they are the two that give a non-trivial depth limit) and are stated in full.
+"""
+
+import math
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._check import check_beta, check_shape_tokens
+from ._field import AbstractField
+from ._piecewise import PiecewiseConstant
+from ._sphere import project_tangent
+
+
+class StackedMultiHeadAttention(AbstractField):
+    r"""Multi-head self-attention (2.7) with the H heads stored as stacked arrays and a scale c:
+
+        ẋ_i = P^⊥_{x_i} ( c Σ_h Σ_j a^h_ij V_h x_j ),   a^h_ij = softmax_j β⟨Q_h x_i, K_h x_j⟩.
+
+    The same field as ``c · MultiHeadAttention([SelfAttention(β, Q_h, K_h, V_h) ...])``, but the
+    heads are vectorised (cost O(H(n²k + n d²)) without unrolling H), so hundreds of heads are
+    cheap. Stacking it once more over layers gives the piecewise-constant random model of
+    :func:`random_multihead_attention`.
+
+    Args:
+        beta: inverse temperature β ≥ 0 (scalar).
+        Q, K: (H, k, d) query and key matrices.
+        V: (H, d, d) value matrices.
+        scale: the scalar c in front of the sum over heads (default 1).
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> Q = jr.normal(jr.key(0), (4, 2, 3))
+        >>> f = af.StackedMultiHeadAttention(1.0, Q, Q, jnp.broadcast_to(jnp.eye(3), (4, 3, 3)))
+        >>> f(0.0, af.random_tokens(jr.key(1), 5, 3)).shape
+        (5, 3)
+    """
+
+    beta: Float[Array, ""]
+    Q: Float[Array, "heads k d"]
+    K: Float[Array, "heads k d"]
+    V: Float[Array, "heads d d"]
+    scale: Float[Array, ""]
+
+    def __init__(self, beta, Q, K, V, scale=1.0):
+        self.beta = jnp.asarray(check_beta(beta))
+        shapes = {name: jnp.shape(m) for name, m in (("Q", Q), ("K", K), ("V", V))}
+        if any(len(s) != 3 for s in shapes.values()):
+            raise ValueError(
+                f"Q, K, V: expected stacked heads Q, K: (H, k, d) and V: (H, d, d), got {shapes}"
+            )
+        (H, k, d) = shapes["Q"]
+        if shapes["K"] != (H, k, d) or shapes["V"] != (H, d, d):
+            raise ValueError(
+                f"Q, K, V: expected Q and K of the same shape (H, k, d) and V of shape "
+                f"(H, d, d) = {(H, d, d)}, got {shapes}"
+            )
+        if jnp.ndim(scale) != 0:
+            raise ValueError(f"scale: expected a scalar, got shape {jnp.shape(scale)}")
+        self.Q, self.K, self.V = jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V)
+        self.scale = jnp.asarray(scale, dtype=self.V.dtype)
+
+    @property
+    def num_heads(self) -> int:
+        return self.Q.shape[-3]
+
+    def attention_matrices(self, x: Float[Array, "n d"]) -> Float[Array, "heads n n"]:
+        """The H row-stochastic attention matrices a^h."""
+        check_shape_tokens(x)
+        if x.shape[1] != self.Q.shape[-1]:
+            raise ValueError(
+                f"x: tokens have dimension d = {x.shape[1]} but the heads act on "
+                f"d = {self.Q.shape[-1]}"
+            )
+        queries = jnp.einsum("hkd,nd->hnk", self.Q, x)
+        keys = jnp.einsum("hkd,nd->hnk", self.K, x)
+        return jax.nn.softmax(self.beta * jnp.einsum("hnk,hmk->hnm", queries, keys), axis=-1)
+
+    def __call__(self, t, x, args=None):
+        a = self.attention_matrices(x)
+        values = jnp.einsum("hed,md->hme", self.V, x)
+        return project_tangent(x, self.scale * jnp.einsum("hnm,hme->ne", a, values))
+
+
+def random_multihead_attention(
+    key: PRNGKeyArray,
+    d: int,
+    *,
+    num_layers: int,
+    num_heads: int,
+    t1=1.0,
+    beta=1.0,
+    k: int | None = None,
+    scaling: Literal["diffusive", "ode"] = "diffusive",
+    value_mean=0.0,
+    dtype=None,
+) -> PiecewiseConstant:
+    r"""Random deep multi-head attention: a :class:`PiecewiseConstant` stack of
+    :class:`StackedMultiHeadAttention` layers with Gaussian weights drawn independently per layer
+    and per head. Run it as the discrete Transformer with step τ = t1/L::
+
+        xs = attnflow.layers(field, x0, num_layers, t1 / num_layers)
+
+    i.e. x_{l+1} = normalize(x_l + τ c P_x Σ_h A_{l,h}(x_l) V_{l,h} x_l) with, for every layer l and
+    head h independently (G's have i.i.d. N(0, 1) entries, k defaults to d):
+
+    * Q_{l,h}, K_{l,h} = G / k^{1/4} (k × d): the logits ⟨Q x, K y⟩ of unit vectors have mean 0
+      and variance 1 (the d^{-1/2} of practice, footnote 2, is absorbed), so β is the logit scale;
+    * V_{l,h} = μ_l I + G / √d: the random part maps a unit vector to N(0, I/d), |V x| ≈ 1.
+
+    The two scalings of depth L, step τ and heads H (derived here; the seed gives only the
+    abstract), with T = t1 the depth-time:
+
+    * ``"diffusive"`` (default): c = 1/√(Hτ), μ_l = μ √(τ/H). The per-layer increment is
+      τ·field = μ τ (1/H) Σ_h A_h x + √τ (1/√H) Σ_h A_h G_h x/√d: a drift O(τ) and a zero-mean
+      fluctuation with E|Δx_i|² = τ (d−1)/d · E|Σ_j ā_ij x_j|² (ā: one head's attention), the same
+      for every H. As L → ∞ this has a **stochastic** limit with **common noise** (the same weights
+      move every token): for a single token it is Brownian motion on S^{d-1} with generator
+      Δ/(2d), so E⟨x(T), x(0)⟩ = e^{−(d−1)T/(2d)}; the centred Gaussian weights contribute no
+      drift (μ = 0), only noise.
+    * ``"ode"``: c = 1/H, μ_l = μ. The fluctuations have variance O(τ²/H) per layer and vanish
+      in the limit: the **deterministic** limit ẋ_i = μ P^⊥_{x_i} Σ_j E[a_ij] x_j, which is
+      trivial (x(t) = x(0)) for centred Gaussian weights (μ = 0).
+
+    Args:
+        key: PRNG key; the weights are a deterministic function of it.
+        d: token dimension.
+        num_layers: L, the number of pieces (layers) on [0, t1].
+        num_heads: H.
+        t1: depth-time T; the layers switch at τ, 2τ, …, (L−1)τ with τ = t1/L.
+        beta: logit scale β.
+        k: rows of Q and K (head dimension); default d.
+        scaling: ``"diffusive"`` or ``"ode"`` (above).
+        value_mean: μ, the mean of V along the identity.
+        dtype: float dtype of the weights (default: JAX's default float).
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> f = af.random_multihead_attention(jr.key(0), 3, num_layers=8, num_heads=4)
+        >>> f.field.Q.shape, f.num_pieces
+        ((8, 4, 3, 3), 8)
+        >>> af.layers(f, af.random_tokens(jr.key(1), 5, 3), 8, 1.0 / 8).shape
+        (9, 5, 3)
+    """
+    L, H = int(num_layers), int(num_heads)
+    if L < 1:
+        raise ValueError(f"num_layers: expected a positive integer, got {num_layers}")
+    if H < 1:
+        raise ValueError(f"num_heads: expected a positive integer, got {num_heads}")
+    if int(d) < 2:
+        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
+    k = int(d) if k is None else int(k)
+    if k < 1:
+        raise ValueError(f"k: expected a positive head dimension, got {k}")
+    if scaling not in ("diffusive", "ode"):
+        raise ValueError(f"scaling: expected 'diffusive' or 'ode', got {scaling!r}")
+    if not float(t1) > 0:
+        raise ValueError(f"t1: expected a positive depth-time, got {t1}")
+    check_beta(beta)
+    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    tau = float(t1) / L
+    if scaling == "diffusive":
+        scale, mean = 1.0 / math.sqrt(H * tau), value_mean * math.sqrt(tau / H)
+    else:
+        scale, mean = 1.0 / H, value_mean
+    kq, kk, kv = jr.split(key, 3)
+    Q = jr.normal(kq, (L, H, k, d), dtype) / k**0.25
+    K = jr.normal(kk, (L, H, k, d), dtype) / k**0.25
+    V = mean * jnp.eye(d, dtype=dtype) + jr.normal(kv, (L, H, d, d), dtype) / math.sqrt(d)
+    stacked = eqx.filter_vmap(
+        lambda q, kmat, v: StackedMultiHeadAttention(beta, q, kmat, v, scale)
+    )(Q, K, V)
+    return PiecewiseConstant(stacked, tau * jnp.arange(1, L, dtype=dtype))

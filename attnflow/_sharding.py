@@ -1,0 +1,243 @@
+"""Solving across devices with JAX's own SPMD engine: ensembles, and one system split by particles.
+
+Both entry points wrap :func:`attnflow.solve` in ``jax.shard_map`` over a one-axis device mesh.
+Every device runs its own diffrax loop (``check_vma=False``: no step of the loop is
+communicated except what the code below asks for). On CPU, several host devices come from
+``jax.config.update("jax_num_cpu_devices", 4)``; on a multi-GPU machine or a cluster the same
+calls run unchanged once ``jax.distributed.initialize()`` has made every device visible
+(docs/distributed.md).
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+from jaxtyping import Array, Float
+
+from ._blocked import DEFAULT_BLOCK_SIZE, blocked_attention
+from ._check import check_shape_tokens, check_weights
+from ._field import MultiHeadAttention, SelfAttention, _weights_from_args
+from ._solve import solve
+from ._sphere import project_tangent
+
+
+def _mesh_and_axis(mesh: Mesh | None) -> tuple[Mesh, str]:
+    if mesh is None:
+        mesh = Mesh(np.asarray(jax.devices()), ("devices",))
+    if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+        raise ValueError(
+            f"mesh: expected a one-axis jax.sharding.Mesh, got {mesh!r}; build one with "
+            "jax.sharding.Mesh(np.asarray(devices), ('devices',))"
+        )
+    return mesh, mesh.axis_names[0]
+
+
+def _pad_leading(tree, pad: int):
+    """Append ``pad`` copies of the last entry along axis 0 of every array leaf."""
+    if pad == 0:
+        return tree
+    return jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), tree)
+
+
+def sharded_ensemble_solve(
+    field,
+    x0: Float[Array, "batch n d"],
+    t1,
+    *,
+    args=None,
+    batched_field: bool = False,
+    mesh: Mesh | None = None,
+    **solve_kwargs,
+) -> diffrax.Solution:
+    """Solve an ensemble of independent systems, split over the devices of ``mesh``.
+
+    ``jax.shard_map`` gives each device a slice of the ensemble; each runs
+    ``vmap(solve)`` with its own adaptive steps (no communication at all). The result equals
+    ``jax.vmap(solve)`` on one device to rounding. An ensemble whose size is not a multiple of
+    the number of devices is padded with copies of its last member, which are dropped again.
+
+    Args:
+        field: the vector field, shared by all members; with ``batched_field=True`` every
+            array in it carries a leading ensemble axis (build it with ``eqx.filter_vmap``,
+            e.g. one β per member).
+        x0: (batch, n, d) initial tokens.
+        t1: final time.
+        args: ``None`` or a pytree whose arrays carry a leading ensemble axis (e.g. per-member
+            weights of shape (batch, n)); member b's field receives its slice.
+        batched_field: see ``field``.
+        mesh: a one-axis device mesh; default all of ``jax.devices()``.
+        **solve_kwargs: passed to :func:`attnflow.solve` (``ts``, ``rtol``, ``max_steps``…);
+            ``throw`` defaults to False as under any ``vmap`` (inspect ``sol.result``).
+
+    Returns:
+        a ``diffrax.Solution`` whose arrays carry a leading ensemble axis (``sol.ys``:
+        (batch, len(ts), n, d)).
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 4, 3, batch_shape=(2,))
+        >>> sol = af.sharded_ensemble_solve(af.SelfAttention(1.0), x0, 1.0)
+        >>> sol.ys.shape
+        (2, 1, 4, 3)
+    """
+    if jnp.ndim(x0) != 3:
+        raise ValueError(
+            f"x0: expected an ensemble of shape (batch, n, d), got shape {jnp.shape(x0)}"
+        )
+    check_shape_tokens(x0[0], "x0[0]")
+    mesh, axis = _mesh_and_axis(mesh)
+    batch = x0.shape[0]
+    pad = (-batch) % mesh.devices.size
+    solve_kwargs.setdefault("throw", False)
+    params, static = eqx.partition(field, eqx.is_array)
+    field_spec = P(axis) if batched_field else P()
+    if batched_field:
+        params = _pad_leading(params, pad)
+
+    def on_device(x0_local, params_local, args_local):
+        def one(x0_i, params_i, args_i):
+            return solve(eqx.combine(params_i, static), x0_i, t1, args=args_i, **solve_kwargs)
+
+        return jax.vmap(one, in_axes=(0, 0 if batched_field else None, 0))(
+            x0_local, params_local, args_local
+        )
+
+    sol = jax.shard_map(
+        on_device,
+        mesh=mesh,
+        in_specs=(P(axis), field_spec, P(axis)),
+        out_specs=P(axis),
+        check_vma=False,
+    )(_pad_leading(x0, pad), params, _pad_leading(args, pad))
+    return jax.tree.map(lambda a: a[:batch], sol)
+
+
+def _heads(field) -> tuple[SelfAttention, ...]:
+    if isinstance(field, SelfAttention):
+        return (field,)
+    if isinstance(field, MultiHeadAttention):
+        return field.heads
+    raise ValueError(
+        "field: sharded_solve splits the particles of an attention field (SelfAttention or "
+        f"MultiHeadAttention), got {type(field).__name__}; for any other field place x0 with "
+        "jax.device_put(x0, NamedSharding(mesh, P('devices'))) and call jax.jit(attnflow.solve) "
+        "(docs/distributed.md)"
+    )
+
+
+def _local_attention(heads, x_local, x_all, weights, offset):
+    """Σ_h head_h's output for the local queries against every gathered key, projected."""
+    total = 0.0
+    for head in heads:
+        queries = x_local if head.Q is None else x_local @ head.Q.T
+        keys = x_all if head.K is None else x_all @ head.K.T
+        values = x_all if head.V is None else x_all @ head.V.T
+        total = total + blocked_attention(
+            head.beta * queries,
+            keys,
+            values,
+            weights,
+            normalization=head.normalization,
+            causal=head.causal,
+            block_size=head.block_size or DEFAULT_BLOCK_SIZE,
+            query_offset=offset,
+        )
+    return project_tangent(x_local, total)
+
+
+def sharded_solve(
+    field,
+    x0: Float[Array, "n d"],
+    t1,
+    *,
+    args=None,
+    mesh: Mesh | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    **solve_kwargs,
+) -> diffrax.Solution:
+    """Solve ONE system whose particles are split across the devices of ``mesh``.
+
+    Each device owns n/D tokens (queries). At every right-hand-side evaluation it all-gathers
+    the tokens (keys and values: O(n·d) traffic, no n × n anywhere) and computes its rows of the
+    attention field with :func:`attnflow.blocked_attention`. The step-size controller's error
+    norm is the RMS norm of the whole system, summed across devices with ``psum``, so every
+    device accepts and rejects the same steps and runs the same diffrax loop: the result equals
+    :func:`attnflow.solve` on one device to rounding. If D does not divide n, the system is
+    padded with copies of token 0 of weight zero, which neither act on the others nor enter
+    the error norm, and dropped from the output.
+
+    Args:
+        field: a :class:`SelfAttention` or :class:`MultiHeadAttention` (any Q, K, V,
+            normalisation, causal mask, ``block_size``).
+        x0: (n, d) initial tokens on the sphere.
+        t1: final time.
+        args: ``None`` or the measure's weights (n,) (or ``{"weights": w}``), as for the fields.
+        mesh: a one-axis device mesh; default all of ``jax.devices()``.
+        rtol, atol: tolerances of the PID controller (same meaning as in :func:`attnflow.solve`).
+        **solve_kwargs: passed to :func:`attnflow.solve` (``ts``, ``solver``, ``dt0``,
+            ``max_steps``, ``throw``); ``stepsize_controller`` is set here.
+
+    Returns:
+        a ``diffrax.Solution`` with ``sol.ys`` of shape (len(ts), n, d), as from ``solve``.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 6, 3)
+        >>> sol = af.sharded_solve(af.SelfAttention(1.0), x0, 1.0)
+        >>> ref = af.solve(af.SelfAttention(1.0), x0, 1.0)
+        >>> bool(jnp.allclose(sol.ys, ref.ys, atol=1e-6))
+        True
+    """
+    heads = _heads(field)
+    check_shape_tokens(x0, "x0")
+    if "stepsize_controller" in solve_kwargs:
+        raise ValueError(
+            "stepsize_controller: sharded_solve builds its own (a PID controller whose error "
+            "norm is reduced across devices); pass rtol and atol instead"
+        )
+    mesh, axis = _mesh_and_axis(mesh)
+    n, d = x0.shape
+    devices = mesh.devices.size
+    n_local = -(-n // devices)
+    pad = n_local * devices - n
+    dtype = jnp.result_type(x0)
+    weights = _weights_from_args(args, n)
+    if weights is None:
+        weights = jnp.full((n,), 1.0 / n, dtype=dtype)
+    else:
+        weights = check_weights(weights, n, "args (weights)")
+    weights = jnp.concatenate([jnp.asarray(weights, dtype), jnp.zeros((pad,), dtype)])
+    real = jnp.arange(n + pad) < n
+    x0 = jnp.concatenate([x0, jnp.repeat(x0[:1], pad, axis=0)])
+    if jnp.finfo(dtype).bits < 64:
+        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+
+    def on_device(x0_local, real_local):
+        offset = jax.lax.axis_index(axis) * n_local
+
+        def norm(error):
+            squares = jnp.sum(jnp.where(real_local[:, None], error**2, 0.0))
+            total = jax.lax.psum(squares, axis)
+            # sqrt with a zero-safe derivative, like lineax.rms_norm
+            safe = jnp.where(total > 0, total, 1.0)
+            return jnp.where(total > 0, jnp.sqrt(safe), 0.0) / np.sqrt(n * d)
+
+        def local_field(t, x_local, _):
+            x_all = jax.lax.all_gather(x_local, axis, tiled=True)
+            return _local_attention(heads, x_local, x_all, weights, offset)
+
+        controller = diffrax.PIDController(rtol=rtol, atol=atol, norm=norm)
+        sol = solve(local_field, x0_local, t1, stepsize_controller=controller, **solve_kwargs)
+        return sol.ys, eqx.tree_at(lambda s: s.ys, sol, None)
+
+    ys, rest = jax.shard_map(
+        on_device,
+        mesh=mesh,
+        in_specs=(P(axis), P(axis)),
+        out_specs=(P(None, axis), P()),
+        check_vma=False,
+    )(x0, real)
+    return eqx.tree_at(lambda s: s.ys, rest, ys[:, :n], is_leaf=lambda a: a is None)

@@ -1,0 +1,207 @@
+"""Sinkhorn (doubly stochastic) attention, as in Sinkformers (Sander, Ablin, Blondel, Peyré, 2022),
+and the entropic optimal-transport energy it descends.
+
+GLPR Rem. 3.5 (MATH.md §10): replacing the softmax row normalisation by Sinkhorn iterations
+gives a doubly stochastic attention matrix, and under Assumption 1 of Sinkformers (QᵀK
+symmetric, V = ±QᵀK) the dynamics is a Wasserstein gradient flow — in the plain Wasserstein
+metric, without the Z_i factors that (SA) needs (§3.4).
+
+The energy is derived here [D] (MATH.md notes that Sinkformers' functional was not retrieved):
+with ε = 1/β, W = QᵀK symmetric and the cost c(x, y) = −⟨Wx, y⟩,
+
+    F(μ) = ½ OT_ε(μ, μ),   OT_ε(μ, ν) = min_{π ∈ Π(μ, ν)} ∫ c dπ + ε KL(π ‖ μ ⊗ ν).
+
+By the envelope theorem ∇_{x_i} F = −w_i Σ_j A_ij W x_j, with A the doubly stochastic attention
+matrix (π_ij = w_i A_ij), so the Sinkhorn field with V = W is −grad F in the metric
+⟨a, b⟩ = Σ_i w_i ⟨a_i, b_i⟩: ``SinkhornAttention(β, V=W)`` is
+``GradientFlow(SinkhornEnergy(β, W), WassersteinMetric(), descent=True)``, and V = −W ascends F.
+"""
+
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import (
+    check_beta,
+    check_matrix,
+    check_shape_tokens,
+    check_symmetric,
+    check_weights,
+    is_traced,
+)
+from ._energy import AbstractEnergy, default_weights
+from ._field import AbstractField, SelfAttention
+from ._sphere import project_tangent
+
+
+def _check_iterations(iterations, tolerance):
+    if int(iterations) < 1:
+        raise ValueError(f"iterations: expected a positive number of Sinkhorn sweeps, got "
+                         f"{iterations}")
+    if tolerance is not None and not float(tolerance) >= 0:
+        raise ValueError(f"tolerance: expected a marginal tolerance >= 0 (or None for "
+                         f"100·machine epsilon), got {tolerance}")
+
+
+def sinkhorn_potentials(
+    logits: Float[Array, "n n"],
+    log_weights: Float[Array, " n"],
+    iterations: int,
+    tolerance: float | None,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    """Log-domain Sinkhorn: u, v with π_ij = w_i w_j exp(L_ij + u_i + v_j) of marginals (w, w).
+
+    Alternating sweeps u_i = −logsumexp_j(L_ij + log w_j + v_j), v_j = −logsumexp_i(L_ij +
+    log w_i + u_i): every exponential is of a log-sum-exp-shifted quantity, so any β is finite in
+    float32. After each sweep the column marginals are exact; the loop stops when the row
+    marginals Σ_j A_ij (A_ij = π_ij/w_i) are within ``tolerance`` of 1 (``None``: 100·machine
+    epsilon; ``0``: exactly ``iterations`` sweeps, through ``lax.scan``, which forward-mode
+    autodiff also accepts). Early stopping uses a checkpointed while loop (reverse-mode
+    differentiable).
+    """
+    log_w = log_weights
+
+    def sweep(carry):
+        u, v, _ = carry
+        lse_rows = jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
+        # Row sums of A at the incoming (u, v) come for free: Σ_j A_ij = exp(u_i + lse_rows_i).
+        error = jnp.max(jnp.abs(jnp.expm1(u + lse_rows)))
+        u = -lse_rows
+        v = -jax.nn.logsumexp(logits + (log_w + u)[:, None], axis=0)
+        return u, v, error
+
+    n = logits.shape[0]
+    init = (jnp.zeros(n, logits.dtype), jnp.zeros(n, logits.dtype),
+            jnp.asarray(jnp.inf, logits.dtype))
+    if tolerance is not None and float(tolerance) == 0:
+        (u, v, _), _ = jax.lax.scan(lambda c, _: (sweep(c), None), init, None, length=iterations)
+        return u, v
+    tol = 100 * jnp.finfo(logits.dtype).eps if tolerance is None else tolerance
+    u, v, _ = eqxi.while_loop(lambda c: c[2] > tol, sweep, init, max_steps=int(iterations),
+                              kind="checkpointed")
+    return u, v
+
+
+class SinkhornAttention(AbstractField):
+    r"""Self-attention with Sinkhorn (doubly stochastic) normalisation, as in Sinkformers:
+
+        ẋ_i = P^⊥_{x_i} ( Σ_j A_ij V x_j ),   A = diag(e^u) exp(β⟨Q x_i, K x_j⟩) diag(e^v) / n,
+
+    with u, v the Sinkhorn scalings that make A doubly stochastic (rows and columns sum to 1)
+    instead of the softmax's row normalisation of (2.4). With QᵀK = W symmetric, A is symmetric
+    and V = ±W makes this the Wasserstein gradient descent/ascent of ½ OT_{1/β}(μ, μ) for the cost
+    −⟨Wx, y⟩ (:class:`SinkhornEnergy`): the symmetric, Wasserstein-gradient alternative to (SA)
+    of GLPR Rem. 3.5. A lower-triangular doubly stochastic matrix is the identity, so there is no
+    causal variant. Computed in the log domain (finite for any β in float32).
+
+    Args:
+        beta: inverse temperature β ≥ 0 (scalar); ε = 1/β is the entropic regularisation.
+        Q, K: (k, d) query and key matrices; V: (d, d) value matrix (identity when omitted).
+        iterations: maximum number of Sinkhorn sweeps (convergence is linear, slower for large β).
+        tolerance: stop when every row sum is within this of 1; ``None``: 100·machine epsilon;
+            ``0``: run exactly ``iterations`` sweeps.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 6, 3)
+        >>> A = af.SinkhornAttention(2.0).attention_matrix(x)
+        >>> bool(jnp.allclose(A.sum(0), 1) and jnp.allclose(A.sum(1), 1))
+        True
+    """
+
+    attention: SelfAttention
+    iterations: int = eqx.field(static=True)
+    tolerance: float | None = eqx.field(static=True)
+
+    def __init__(self, beta, Q=None, K=None, V=None, *, iterations: int = 1000,
+                 tolerance: float | None = None):
+        self.attention = SelfAttention(beta, Q, K, V)
+        _check_iterations(iterations, tolerance)
+        self.iterations = int(iterations)
+        self.tolerance = None if tolerance is None else float(tolerance)
+
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """β⟨Q x_i, K x_j⟩."""
+        return self.attention.logits(x)
+
+    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """The doubly stochastic A (rows and columns sum to 1 to ``tolerance``)."""
+        logits = self.logits(x)
+        n = x.shape[0]
+        log_w = jnp.full((n,), -jnp.log(n), dtype=logits.dtype)
+        u, v = sinkhorn_potentials(logits, log_w, self.iterations, self.tolerance)
+        return jnp.exp(logits + u[:, None] + (v + log_w)[None, :])
+
+    def attention_output(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """Σ_j A_ij V x_j before the tangent projection."""
+        values = x if self.attention.V is None else x @ self.attention.V.T
+        return self.attention_matrix(x) @ values
+
+    def __call__(self, t, x, args=None):
+        return project_tangent(x, self.attention_output(x))
+
+
+class SinkhornEnergy(AbstractEnergy):
+    r"""Half the entropic self-transport cost, the energy that Sinkhorn attention descends [D]:
+
+        F(x) = ½ OT_ε(μ, μ),   μ = Σ_i w_i δ_{x_i},   ε = 1/β,   cost c(x, y) = −xᵀ A y,
+
+    OT_ε(μ, μ) = min_π Σ_ij π_ij c(x_i, x_j) + ε KL(π ‖ w ⊗ w) = ε Σ_i w_i (u_i + v_i) at the
+    Sinkhorn scalings (see :func:`sinkhorn_potentials`). It is evaluated as the dual objective
+    with the potentials held fixed, so autodiff returns the envelope-theorem gradient
+    ∇_{x_i}F = −w_i Σ_j A_ij A x_j exactly at convergence. Weights must be positive.
+
+    ``GradientFlow(SinkhornEnergy(β, W), WassersteinMetric(), descent=True)`` is
+    ``SinkhornAttention(β, V=W)`` for W = QᵀK symmetric (module docstring).
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 6, 3)
+        >>> flow = af.GradientFlow(af.SinkhornEnergy(2.0), af.WassersteinMetric(), descent=True)
+        >>> bool(jnp.allclose(flow(0.0, x), af.SinkhornAttention(2.0)(0.0, x), atol=1e-6))
+        True
+    """
+
+    beta: Float[Array, ""]
+    A: Float[Array, "d d"] | None
+    iterations: int = eqx.field(static=True)
+    tolerance: float | None = eqx.field(static=True)
+
+    def __init__(self, beta, A=None, *, iterations: int = 1000, tolerance: float | None = None):
+        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        if A is not None:
+            check_matrix(A, "A", "(d, d)")
+            check_symmetric(A, "A", "the Sinkhorn energy is a gradient only for a symmetric "
+                            "bilinear form")
+            A = jnp.asarray(A)
+        self.A = A
+        _check_iterations(iterations, tolerance)
+        self.iterations = int(iterations)
+        self.tolerance = None if tolerance is None else float(tolerance)
+
+    def __call__(self, x, weights=None):
+        check_shape_tokens(x)
+        n, d = x.shape
+        if self.A is not None and self.A.shape != (d, d):
+            raise ValueError(f"A: expected shape ({d}, {d}) to match tokens of dimension d = "
+                             f"{d}, got {self.A.shape}")
+        w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
+        message = "weights: the Sinkhorn energy needs positive weights (log w enters the scalings)"
+        if is_traced(w):
+            w = eqx.error_if(w, jnp.any(w <= 0), message)
+        elif bool(jnp.any(w <= 0)):
+            raise ValueError(f"{message}, got {w}")
+        log_w = jnp.log(w)
+        similarity = x @ x.T if self.A is None else x @ self.A @ x.T
+        logits = self.beta * similarity
+        u, v = sinkhorn_potentials(jax.lax.stop_gradient(logits), log_w, self.iterations,
+                                   self.tolerance)
+        u, v = jax.lax.stop_gradient(u), jax.lax.stop_gradient(v)
+        coupling = jnp.exp(logits + (u + log_w)[:, None] + (v + log_w)[None, :])
+        dual = jnp.sum(w * (u + v)) - jnp.sum(coupling) + 1.0
+        return dual / (2 * self.beta)
+
+
+__all__ = ["SinkhornAttention", "SinkhornEnergy", "sinkhorn_potentials"]

@@ -1,0 +1,404 @@
+"""Closed forms of GLPR §4–§6: pairwise-orthogonal tokens (Thm 6.8), the curve Γ_∞,δ (6.12),
+Wendel's theorem (Thm 6.7) and the cone-collapse rates of Lemma 6.4 (MATH.md §4, §5).
+
+The clustering time of Thm 6.8 is the separable integral t*(β) = ∫_0^{1-δ} dγ / RHS(γ), written
+with exponential integrals. Every exponential that can overflow is carried in scaled form
+(e^{-x} Ei(x) and e^{z} E_1(z), both bounded), so USA's curve is finite for every β and SA's
+overflows only where t* itself exceeds the largest float (β ≳ 709 in float64, ≳ 88 in float32).
+"""
+
+import math
+from fractions import Fraction
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ._check import is_traced
+
+_ASYMPTOTIC_FROM = 40.0
+_ASYMPTOTIC_TERMS = 40  # k!/x^{k+1} is smallest near k = x, so 40 terms at x ≥ 40 reach ~e^{-40}
+
+
+def _check_normalization(normalization):
+    if normalization not in ("softmax", "n"):
+        raise ValueError(
+            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
+        )
+
+
+def _check_n(n, minimum=2):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
+        raise ValueError(f"n: expected an integer number of tokens >= {minimum}, got {n!r}")
+    return int(n)
+
+
+def _check_delta(delta):
+    if is_traced(delta) or jnp.ndim(delta) != 0:
+        raise ValueError(f"delta: expected a Python/NumPy scalar in (0, 1), got {delta!r}")
+    value = float(delta)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"delta: expected a threshold 0 < delta < 1 (clustered means "
+                         f"<x_i, x_j> >= 1 - delta), got {value}")
+    return value
+
+
+def _check_nonnegative(x, name):
+    """Finite and >= 0, elementwise; eqx.error_if when traced."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    if is_traced(x):
+        return eqx.error_if(x, ~jnp.all(jnp.isfinite(x) & (x >= 0)),
+                            f"{name}: expected finite values >= 0")
+    values = np.asarray(x)
+    if not np.all(np.isfinite(values) & (values >= 0)):
+        bad = values[~(np.isfinite(values) & (values >= 0))].ravel()[0]
+        raise ValueError(f"{name}: expected finite values >= 0, got {bad}")
+    return x
+
+
+def _asymptotic(x, sign):
+    """Σ_{k<K} sign^k k!/x^{k+1}: e^{-x}Ei(x) (sign = +1) or e^{x}E_1(x) (sign = -1), x ≥ 40."""
+
+    def term(k, carry):
+        total, current = carry
+        current = current * (sign * k / x)
+        return total + current, current
+
+    first = 1.0 / x
+    total, _ = jax.lax.fori_loop(1, _ASYMPTOTIC_TERMS, term, (first, first))
+    return total
+
+
+def _scaled_ei(x):
+    """e^{-x} Ei(x) for x > 0 (bounded: ~1/x at infinity)."""
+    small = x < _ASYMPTOTIC_FROM
+    xs = jnp.where(small, x, 1.0)
+    xl = jnp.where(small, _ASYMPTOTIC_FROM, x)
+    return jnp.where(small, jnp.exp(-xs) * jsp.expi(xs), _asymptotic(xl, 1.0))
+
+
+def _scaled_e1(z):
+    """e^{z} E_1(z) for z > 0 (bounded: ~1/z at infinity)."""
+    small = z < _ASYMPTOTIC_FROM
+    zs = jnp.where(small, z, 1.0)
+    zl = jnp.where(small, _ASYMPTOTIC_FROM, z)
+    return jnp.where(small, jnp.exp(zs) * jsp.exp1(zs), _asymptotic(zl, -1.0))
+
+
+def _usa_time(beta, n: int, delta):
+    """t*_USA(β) of MATH.md §4 for β > 0, in scaled form (no overflow for any β)."""
+    m = n - (n - 1) * delta
+    decay = jnp.exp(-beta * (1 - delta))
+    z1, z2 = beta / (n - 1), beta * m / (n - 1)
+    ei_part = _scaled_ei(beta) - decay * _scaled_ei(beta * delta)
+    e1_part = _scaled_e1(z1) - decay * _scaled_e1(z2)
+    return 0.5 * (ei_part + e1_part)
+
+
+def _clustering_time(beta, n: int, delta, normalization):
+    positive = beta > 0
+    b = jnp.where(positive, beta, 1.0)
+    log_ratio = jnp.log1p(n * (1 - delta) / delta)  # ln(m/δ), m = n − (n−1)δ
+    usa = _usa_time(b, n, delta)
+    if normalization == "softmax":
+        value = (n - 1) / (2 * n) * log_ratio + jnp.exp(b) * usa / n
+    else:
+        value = usa
+    return jnp.where(positive, value, 0.5 * log_ratio)
+
+
+def clustering_time(
+    beta: ArrayLike, n: int, delta: float = 1e-3,
+    normalization: Literal["softmax", "n"] = "softmax",
+) -> Float[Array, "*shape"]:
+    r"""The time t*(β) at which pairwise-orthogonal tokens reach ⟨x_i, x_j⟩ = 1 − δ: the curve
+    Γ_∞,δ = {(t, β): γ_β(t) = 1 − δ} of paper (6.12), in closed form (MATH.md §4).
+
+    With m = n − (n−1)δ, z₁ = β/(n−1), z₂ = βm/(n−1), Ei the exponential integral and
+    E₁(z) = ∫_z^∞ e^{-s}/s ds, integrating (6.9)/(6.10) by partial fractions gives
+
+        t*_USA(β) = ½ e^{-β}[Ei(β) − Ei(βδ)] + ½ e^{β/(n−1)}[E₁(z₁) − E₁(z₂)],
+        t*_SA(β)  = (n−1)/(2n) ln(m/δ) + (e^β/n) t*_USA(β),
+
+    the second identity being the SA form of MATH.md §4 rewritten (SA's integrand is e^β/n times
+    USA's plus (n−1)/(2(1−γ)(1+(n−1)γ))). At β = 0 both equal ½ ln(m/δ). t*_SA increases with β
+    (the clustered region of Fig. 3 is β ≤ β*(t), see :func:`clustering_beta`), t*_USA decreases.
+    Large β: t*_SA ~ e^β/(2β) once β ≫ n.
+
+    Fig. 3's published curve was drawn for n = 128 on an n = 32 figure (MATH.md §9, §11.7); this
+    is the exact curve for the n given.
+
+    Args:
+        beta: β ≥ 0, any shape.
+        n: number of tokens (≥ 2).
+        delta: the clustering threshold δ in (0, 1).
+        normalization: ``"softmax"`` (SA, (6.9)) or ``"n"`` (USA, (6.10)).
+
+    Returns:
+        t*(β), the shape of ``beta``.
+
+    Example:
+        >>> import math, attnflow.theory as th
+        >>> round(float(th.clustering_time(6.0, 32, 1e-3)), 2)  # MATH.md §9: t*(6) = 16.0
+        16.04
+        >>> round(float(th.clustering_time(0.0, 2, 0.5)), 6) == round(0.5 * math.log(3.0), 6)
+        True
+    """
+    n = _check_n(n)
+    delta = _check_delta(delta)
+    _check_normalization(normalization)
+    beta = _check_nonnegative(beta, "beta")
+    return _clustering_time_jit(beta, n, delta, normalization)
+
+
+_clustering_time_jit = jax.jit(_clustering_time, static_argnums=(1, 2, 3))
+
+
+def _bisect(f, lo, hi, iterations):
+    """Root of a function increasing on [lo, hi] with f(lo) ≤ 0 ≤ f(hi), elementwise."""
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        above = f(mid) > 0
+        return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    return 0.5 * (lo + hi)
+
+
+def _iterations(dtype) -> int:
+    return jnp.finfo(dtype).nmant + 12
+
+
+def _beta0_inner_product(t, n):
+    decay = jnp.exp(-2 * t)
+    return -jnp.expm1(-2 * t) / (1 + (n - 1) * decay)
+
+
+def _orthogonal_inner_product(t, beta, n: int, normalization):
+    t, beta = jnp.broadcast_arrays(t, beta)
+    dtype = t.dtype
+    positive = beta > 0
+    b = jnp.where(positive, beta, 1.0)
+    # γ(t) = 1 − δ where δ solves t*(β, δ) = t; t* decreases in δ, so bisect on u = −log δ.
+    umax = -math.log(jnp.finfo(dtype).tiny)
+
+    def excess(u):
+        delta = jnp.exp(-u)
+        m = n - (n - 1) * delta
+        log_ratio = jnp.log1p(n * (1 - delta) / delta)
+        decay = jnp.exp(-b * (1 - delta))
+        usa = 0.5 * (_scaled_ei(b) - decay * _scaled_ei(b * delta)
+                     + _scaled_e1(b / (n - 1)) - decay * _scaled_e1(b * m / (n - 1)))
+        if normalization == "softmax":
+            time = (n - 1) / (2 * n) * log_ratio + jnp.exp(b) * usa / n
+        else:
+            time = usa
+        return time - t
+
+    lo = jnp.zeros_like(t)
+    hi = jnp.full_like(t, umax)
+    u = _bisect(excess, lo, hi, _iterations(dtype) + 8)
+    gamma = -jnp.expm1(-u)
+    return jnp.where(positive, gamma, _beta0_inner_product(t, n))
+
+
+_orthogonal_inner_product_jit = jax.jit(_orthogonal_inner_product, static_argnums=(2, 3))
+
+
+def _float_array(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def orthogonal_inner_product(
+    t: ArrayLike, n: int, beta: ArrayLike,
+    normalization: Literal["softmax", "n"] = "softmax",
+) -> Float[Array, "*shape"]:
+    r"""γ_β(t) = ⟨x_i(t), x_j(t)⟩ (i ≠ j) for pairwise-orthogonal initial tokens, Thm 6.8.
+
+    By permutation symmetry all pairwise inner products are equal and solve, from γ(0) = 0,
+
+        (SA, (6.9))   γ' = 2(1−γ)(1+(n−1)γ) / (e^{β(1−γ)} + n − 1),
+        (USA, (6.10)) γ' = (2/n) e^{βγ} (1−γ)(1+(n−1)γ).
+
+    The ODE is separable: γ_β(t) = 1 − δ exactly when t = t*(β, δ) (:func:`clustering_time`),
+    so γ is obtained by inverting that closed form in δ (bisection on −log δ to full precision:
+    absolute error of a few ulps, no time-stepping error). At β = 0 it is the closed form
+    (e^{2t} − 1)/(e^{2t} + n − 1) (:func:`orthogonal_inner_product_beta0`).
+
+    Args:
+        t: times ≥ 0; broadcast against ``beta``.
+        n: number of tokens (≥ 2; orthogonality needs d ≥ n, but γ does not depend on d).
+        beta: β ≥ 0.
+        normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
+
+    Returns:
+        γ_β(t), the broadcast shape of ``t`` and ``beta``; increasing in t, → 1.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow.theory as th
+        >>> g = th.orthogonal_inner_product(jnp.array([0.0, 1.0, 20.0]), 8, 2.0)
+        >>> [round(float(v), 4) for v in g]
+        [0.0, 0.1138, 0.9996]
+    """
+    n = _check_n(n)
+    _check_normalization(normalization)
+    t = _check_nonnegative(_float_array(t), "t")
+    beta = _check_nonnegative(_float_array(beta), "beta")
+    dtype = jnp.result_type(t, beta)
+    return _orthogonal_inner_product_jit(t.astype(dtype), beta.astype(dtype), n, normalization)
+
+
+def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape"]:
+    r"""γ_0(t) = (e^{2t} − 1)/(e^{2t} + n − 1): Thm 6.8 at β = 0, where SA and USA coincide
+    (γ' = (2/n)(1−γ)(1+(n−1)γ), MATH.md §4). For n = 2 it is tanh t.
+
+    Evaluated as (1 − e^{-2t})/(1 + (n−1)e^{-2t}), finite for every t ≥ 0.
+
+    Example:
+        >>> import math, attnflow.theory as th
+        >>> abs(float(th.orthogonal_inner_product_beta0(0.7, 2)) - math.tanh(0.7)) < 1e-15
+        True
+    """
+    n = _check_n(n)
+    t = _check_nonnegative(_float_array(t), "t")
+    return _beta0_inner_product(t, n)
+
+
+def _clustering_beta(t, n: int, delta, normalization):
+    dtype = t.dtype
+    log_ratio = math.log1p(n * (1 - delta) / delta)
+    t_zero = 0.5 * log_ratio
+    # t* overflows past β ≈ log(max float); the bracket stops there.
+    beta_max = math.log(jnp.finfo(dtype).max) - 1.0
+    sign = 1.0 if normalization == "softmax" else -1.0
+
+    def excess(s):
+        return sign * (_clustering_time(jnp.expm1(s), n, delta, normalization) - t)
+
+    lo = jnp.zeros_like(t)
+    hi = jnp.full_like(t, math.log1p(beta_max))
+    beta = jnp.expm1(_bisect(excess, lo, hi, _iterations(dtype) + 8))
+    if normalization == "softmax":
+        return jnp.where(t >= t_zero, beta, jnp.nan)
+    t_far = _clustering_time(jnp.asarray(beta_max, dtype), n, delta, normalization)
+    return jnp.where(t >= t_zero, 0.0, jnp.where(t > t_far, beta, jnp.nan))
+
+
+_clustering_beta_jit = jax.jit(_clustering_beta, static_argnums=(1, 2, 3))
+
+
+def clustering_beta(
+    t: ArrayLike, n: int, delta: float = 1e-3,
+    normalization: Literal["softmax", "n"] = "softmax",
+) -> Float[Array, "*shape"]:
+    r"""β*(t): the inverse of :func:`clustering_time`, i.e. the curve Γ_∞,δ as a function of t.
+
+    For SA, t*(β) increases strictly from t*(0) = ½ ln(m/δ) (m = n − (n−1)δ) to ∞, so
+    orthogonal tokens are δ-clustered at time t exactly for β ≤ β*(t) — the region under the
+    curve of Fig. 3. For t < t*(0) no β clusters and the result is NaN.
+    For USA, t*(β) decreases; clustered means β ≥ β*(t): the result is 0 for t ≥ t*(0), and NaN
+    for t below t*_USA(β_max) (β_max ≈ log of the largest float).
+
+    Computed by bisection on log(1 + β) to full precision.
+
+    Args:
+        t: times ≥ 0, any shape.
+        n, delta, normalization: as in :func:`clustering_time`.
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> round(float(th.clustering_beta(30.0, 32, 1e-3)), 2)  # MATH.md §9: β*(30) = 6.91
+        6.91
+    """
+    n = _check_n(n)
+    delta = _check_delta(delta)
+    _check_normalization(normalization)
+    t = _check_nonnegative(_float_array(t), "t")
+    return _clustering_beta_jit(t, n, delta, normalization)
+
+
+def wendel(n: int, d: int) -> float:
+    r"""Probability that n i.i.d. uniform points on S^{d−1} lie in an open hemisphere
+    (Wendel 1962; paper Thm 6.7):
+
+        P(∃w: ⟨x_i, w⟩ > 0 ∀i) = 2^{−(n−1)} Σ_{k=0}^{d−1} C(n−1, k),   = 1 when d ≥ n.
+
+    When it happens, Lemma 6.4 gives exponential collapse to one cluster (for SA, USA, and any
+    Q, K with V = I). Computed exactly in rational arithmetic, returned as a float.
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> th.wendel(4, 2), th.wendel(5, 3), th.wendel(3, 8)
+        (0.5, 0.6875, 1.0)
+    """
+    n = _check_n(n, minimum=1)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
+        raise ValueError(f"d: expected an integer dimension >= 2 (the sphere S^(d-1)), got {d!r}")
+    d = int(d)
+    if d >= n:
+        return 1.0
+    return float(Fraction(sum(math.comb(n - 1, k) for k in range(d)), 2 ** (n - 1)))
+
+
+def _weight_exponent(normalization) -> int:
+    # Lemma 6.4: a_ij ≥ e^{-2β}/n for SA (numerator ≥ e^{-β}, Z_i ≤ n e^{β}); e^{-β}/n for USA.
+    _check_normalization(normalization)
+    return 2 if normalization == "softmax" else 1
+
+
+def cone_collapse_rate(
+    beta: ArrayLike, n: int, normalization: Literal["softmax", "n"] = "softmax"
+) -> Float[Array, "*shape"]:
+    r"""The exponential rate λ of Lemma 6.4 / Thm 6.3: ‖x_i(t) − x*‖ ≤ C e^{−λt} when all tokens
+    start in an open hemisphere (any Q, K with V = I),
+
+        λ = 1/(4 n e^{2β})  (SA),      λ = 1/(4 n e^{β})  (USA).
+
+    From the attention-weight bounds a_ij ≥ e^{−2β}/n (SA) and e^{−β}/n (USA), (6.7) gives
+    α' ≥ κ(1 − α) with κ = 1/(2n e^{2β}) (SA) for α = min_i ⟨x_i, x*⟩ ≥ ½, hence
+    1 − α(t) ≤ ½ e^{−κ(t−t₀)} (:func:`cone_collapse_bound`) and, by ‖x_i − x*‖² = 2(1 − ⟨x_i, x*⟩),
+    λ = κ/2. [Typo, MATH.md §11.2: the printed (6.8) has e^{β}, inconsistent with (6.7) for SA;
+    e^{2β} is used here, and e^{β} is the USA rate.] These are worst-case bounds, far slower
+    than typical runs.
+
+    Example:
+        >>> import math, attnflow.theory as th
+        >>> math.isclose(float(th.cone_collapse_rate(1.0, 4)), 1 / (16 * math.e**2))
+        True
+    """
+    n = _check_n(n, minimum=1)
+    power = _weight_exponent(normalization)
+    beta = _check_nonnegative(_float_array(beta), "beta")
+    return jnp.exp(-power * beta) / (4 * n)
+
+
+def cone_collapse_bound(
+    t: ArrayLike, beta: ArrayLike, n: int, t0: ArrayLike = 0.0,
+    normalization: Literal["softmax", "n"] = "softmax",
+) -> Float[Array, "*shape"]:
+    r"""Lemma 6.4's bound (6.8), corrected: for t ≥ t₀, where t₀ is a time with α(t₀) ≥ ½ and
+    α(t) = min_i ⟨x_i(t), x*⟩,
+
+        1 − α(t) ≤ ½ exp(−(t − t₀) / (2 n e^{2β}))   (SA;  e^{β} for USA).
+
+    See :func:`cone_collapse_rate` for the derivation and the typo in the printed (6.8).
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> float(th.cone_collapse_bound(0.0, 3.0, 8))
+        0.5
+    """
+    n = _check_n(n, minimum=1)
+    power = _weight_exponent(normalization)
+    beta = _check_nonnegative(_float_array(beta), "beta")
+    t = _float_array(t)
+    return 0.5 * jnp.exp(-(t - t0) * jnp.exp(-power * beta) / (2 * n))

@@ -1,0 +1,166 @@
+"""PiecewiseConstant: piece selection, solves across switches, gradients in every piece."""
+
+import numpy as np
+import pytest
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+import attnflow as af
+
+N, D = 4, 3
+SWITCHES = (0.4, 0.8)
+T1 = 1.2
+RTOL, ATOL = 1e-10, 1e-12
+
+
+def _matrices(seed, scale=0.5):
+    keys = jr.split(jr.key(seed), 3)
+    eye = jnp.eye(D)
+    return [eye[None] + scale * jr.normal(k, (3, D, D)) for k in keys]
+
+
+def _piecewise(beta, Q, K, V):
+    return af.PiecewiseConstant.from_attention(beta, Q, K, V, switch_times=SWITCHES)
+
+
+def test_piece_index_is_right_continuous_and_pieces_are_the_given_fields():
+    Q, K, V = _matrices(0)
+    f = _piecewise([1.0, 2.0, 3.0], Q, K, V)
+    assert f.num_pieces == 3
+    np.testing.assert_array_equal(f.jump_times, np.asarray(SWITCHES))
+    for t, k in [(-1.0, 0), (0.0, 0), (0.4 - 1e-12, 0), (0.4, 1), (0.79, 1), (0.8, 2), (5.0, 2)]:
+        assert int(f.piece_index(t)) == k, t
+    x = af.random_tokens(jr.key(1), N, D)
+    for t, k in [(0.1, 0), (0.5, 1), (1.0, 2)]:
+        direct = af.SelfAttention(float(k + 1), Q[k], K[k], V[k])
+        np.testing.assert_allclose(f(t, x), direct(t, x), rtol=1e-13, atol=1e-14)
+        np.testing.assert_array_equal(f.piece(k).V, V[k])
+
+
+def test_from_fields_stacks_multi_head_fields():
+    heads = [
+        af.MultiHeadAttention([af.SelfAttention(b), af.SelfAttention(2 * b, V=-jnp.eye(D))])
+        for b in (0.5, 1.5)
+    ]
+    f = af.PiecewiseConstant.from_fields(heads, switch_times=[1.0])
+    x = af.random_tokens(jr.key(2), N, D)
+    np.testing.assert_allclose(f(0.5, x), heads[0](0.5, x), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(f(1.5, x), heads[1](1.5, x), rtol=1e-13, atol=1e-14)
+
+
+def test_vmap_over_a_batch_of_piecewise_fields_equals_a_loop():
+    # Random per-layer weights for an ensemble: a batch of stacked fields.
+    keys = jr.split(jr.key(3), 5)
+
+    def make(key):
+        V = jr.normal(key, (3, D, D))
+        return af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=jnp.asarray(SWITCHES))
+
+    batch = eqx.filter_vmap(make)(keys)
+    x = af.random_tokens(jr.key(4), N, D)
+    batched = jax.vmap(lambda f: f(0.6, x))(batch)
+    looped = jnp.stack([make(k)(0.6, x) for k in keys])
+    np.testing.assert_allclose(batched, looped, rtol=1e-13, atol=1e-14)
+
+
+@jax.jit
+def _solve_piecewise(beta, Q, K, V, x0):
+    return af.solve(_piecewise(beta, Q, K, V), x0, T1, rtol=RTOL, atol=ATOL).ys[-1]
+
+
+@jax.jit
+def _solve_constant(beta, Q, K, V, x0, t0, t1):
+    return af.solve(af.SelfAttention(beta, Q, K, V), x0, t1, t0=t0, rtol=RTOL, atol=ATOL).ys[-1]
+
+
+def test_solve_across_switches_equals_solving_piece_by_piece():
+    Q, K, V = _matrices(5)
+    beta = jnp.array([1.0, 2.0, 0.5])
+    x0 = af.random_tokens(jr.key(6), N, D)
+    x = x0
+    bounds = (0.0, *SWITCHES, T1)
+    for k in range(3):
+        x = _solve_constant(beta[k], Q[k], K[k], V[k], x, bounds[k], bounds[k + 1])
+    np.testing.assert_allclose(_solve_piecewise(beta, Q, K, V, x0), x, atol=1e-10)
+
+
+def test_solve_steps_to_the_switching_times():
+    # A field that is discontinuous in t: hitting the jump exactly avoids rejected steps there.
+    V = jnp.stack([jnp.eye(D), -jnp.eye(D), jnp.eye(D)])
+    f = af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=SWITCHES)
+    x0 = af.random_tokens(jr.key(7), N, D)
+    with_jumps = af.solve(f, x0, T1, rtol=1e-8, atol=1e-10)
+    plain = af.solve(
+        f, x0, T1, stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10)
+    )
+    assert int(with_jumps.stats["num_rejected_steps"]) < int(plain.stats["num_rejected_steps"])
+    np.testing.assert_allclose(with_jumps.ys, plain.ys, atol=1e-6)
+
+
+def test_float32_solve_through_switches():
+    f = af.PiecewiseConstant.from_attention(1.0, V=-jnp.eye(D)[None].repeat(3, 0),
+                                            switch_times=SWITCHES)
+    x0 = af.random_tokens(jr.key(8), N, D, dtype=jnp.float32)
+    ys = af.solve(f, x0, T1).ys
+    assert ys.dtype == jnp.float32
+    np.testing.assert_allclose(jnp.linalg.norm(ys, axis=-1), 1.0, atol=1e-6)
+
+
+def test_gradients_in_every_piece_match_central_finite_differences():
+    Q, K, V = _matrices(9)
+    beta = jnp.array([1.5, 0.5, 2.0])
+    x0 = af.random_tokens(jr.key(10), N, D)
+    W = jr.normal(jr.key(11), (N, D))
+    params = {"beta": beta, "Q": Q, "K": K, "V": V}
+
+    def loss(p):
+        return jnp.sum(W * _solve_piecewise(p["beta"], p["Q"], p["K"], p["V"], x0))
+
+    grad = jax.jit(jax.grad(loss))(params)
+    value = jax.jit(loss)
+    keys = iter(jr.split(jr.key(12), 12))
+    for name in params:
+        for k in range(3):
+            direction = jnp.zeros_like(params[name]).at[k].set(
+                jr.normal(next(keys), params[name].shape[1:])
+            )
+            h = 1e-4
+            plus = {**params, name: params[name] + h * direction}
+            minus = {**params, name: params[name] - h * direction}
+            fd = float(value(plus) - value(minus)) / (2 * h)
+            ad = float(jnp.vdot(grad[name], direction))
+            assert abs(fd) > 1e-4, (name, k)
+            assert abs(ad - fd) <= 1e-6 * abs(fd), (name, k, ad, fd)
+
+
+def test_bad_inputs_raise_clear_errors():
+    Q, K, V = _matrices(13)
+    with pytest.raises(ValueError, match="switch_times: expected strictly increasing"):
+        af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=[0.8, 0.4])
+    with pytest.raises(ValueError, match="switch_times: expected a 1-d array"):
+        af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=0.4)
+    with pytest.raises(ValueError, match=r"V: expected L = len\(switch_times\) \+ 1 = 3"):
+        af.PiecewiseConstant.from_attention(1.0, V=V[:2], switch_times=SWITCHES)
+    with pytest.raises(ValueError, match="beta: expected a scalar or L"):
+        af.PiecewiseConstant.from_attention([1.0, 2.0], V=V, switch_times=SWITCHES)
+    with pytest.raises(ValueError, match="piece 1: beta: expected a finite value >= 0"):
+        af.PiecewiseConstant.from_attention([1.0, -2.0, 1.0], switch_times=SWITCHES)
+    with pytest.raises(ValueError, match="piece 1 differs from piece 0"):
+        af.PiecewiseConstant.from_fields(
+            [af.SelfAttention(1.0), af.SelfAttention(1.0, normalization="n")], switch_times=[1.0]
+        )
+    with pytest.raises(ValueError, match="piece 1 has array shapes"):
+        af.PiecewiseConstant.from_fields(
+            [af.SelfAttention(1.0, V=jnp.eye(2)), af.SelfAttention(1.0, V=jnp.eye(3))],
+            switch_times=[1.0],
+        )
+    with pytest.raises(ValueError, match="fields: expected len"):
+        af.PiecewiseConstant.from_fields([af.SelfAttention(1.0)], switch_times=[1.0])
+    with pytest.raises(ValueError, match="leading axis of length L = .* = 3, got a leaf of shape"):
+        af.PiecewiseConstant(af.SelfAttention(1.0, V=jnp.eye(D)), SWITCHES)
+    with pytest.raises(ValueError, match="field: expected a stacked attnflow field"):
+        af.PiecewiseConstant(lambda t, x, args: x, SWITCHES)

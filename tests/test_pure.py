@@ -1,0 +1,109 @@
+"""Pure self-attention (9.1) and its rescaling (9.2)–(9.4) vs SciPy and closed forms."""
+
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+import attnflow as af
+
+N, D = 5, 3
+
+
+def _weights(seed=0):
+    rng = np.random.default_rng(seed)
+    Q = rng.normal(size=(2, D))
+    K = rng.normal(size=(2, D))
+    V = rng.normal(size=(D, D)) / np.sqrt(D) + 0.5 * np.eye(D)  # non-normal, not symmetric
+    x0 = rng.normal(size=(N, D))
+    return Q, K, V, x0
+
+
+def _pure_numpy(x, beta, Q, K, V):
+    logits = beta * (x @ Q.T) @ (x @ K.T).T
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)) @ x @ V.T
+
+
+def _diffrax_solve(field, y0, ts):
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        0.0,
+        ts[-1],
+        None,
+        jnp.asarray(y0),
+        saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-12),
+        max_steps=10_000,
+    )
+    return np.asarray(sol.ys)
+
+
+def test_pure_field_matches_formula():
+    Q, K, V, x = _weights()
+    got = af.PureSelfAttention(1.3, Q, K, V)(0.0, jnp.asarray(x))
+    np.testing.assert_allclose(got, _pure_numpy(x, 1.3, Q, K, V), rtol=1e-12, atol=1e-12)
+
+
+def test_rescaled_solution_is_exp_minus_tV_times_pure_solution():
+    Q, K, V, x0 = _weights(1)
+    beta, ts = 0.8, np.linspace(0.0, 1.5, 4)
+    xs = _diffrax_solve(af.PureSelfAttention(beta, Q, K, V), x0, ts)
+    zs = _diffrax_solve(af.RescaledSelfAttention(beta, Q, K, V), x0, ts)
+    expected = np.stack([x @ scipy.linalg.expm(-t * V).T for t, x in zip(ts, xs, strict=True)])
+    np.testing.assert_allclose(zs, expected, rtol=1e-8, atol=1e-9)
+    # The pure flow really moves and grows, so the agreement is not trivial.
+    assert np.abs(xs[-1] - x0).max() > 0.5
+
+
+def test_rescale_and_unrescale_match_scipy_on_a_trajectory():
+    _, _, V, x = _weights(2)
+    ts = np.array([0.0, 0.4, 1.1])
+    xs = np.stack([x, 2 * x, -x])
+    z = af.rescale(jnp.asarray(xs), jnp.asarray(ts), jnp.asarray(V))
+    expected = np.stack([xi @ scipy.linalg.expm(-t * V).T for t, xi in zip(ts, xs, strict=True)])
+    np.testing.assert_allclose(z, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(af.unrescale(z, jnp.asarray(ts), jnp.asarray(V)), xs, atol=1e-12)
+
+
+def test_logits_at_z_is_paper_9_4():
+    Q, K, V, z = _weights(4)
+    beta = 2.0
+    logits = beta * (z @ Q.T) @ (z @ K.T).T
+    a = np.exp(logits - logits.max(axis=1, keepdims=True))
+    a /= a.sum(axis=1, keepdims=True)
+    expected = np.einsum("ij,ijk->ik", a, (z[None, :, :] - z[:, None, :]) @ V.T)
+    got = af.RescaledSelfAttention(beta, Q, K, V, logits_at="z")(3.0, jnp.asarray(z))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_residual_layers_is_explicit_euler():
+    # One token, beta = 0: x' = V x, so k Euler steps give (I + hV)^k x0 exactly.
+    _, _, V, x = _weights(5)
+    h, L = 0.1, 7
+    xs = af.residual_layers(af.PureSelfAttention(0.0, V=V), jnp.asarray(x[:1]), L, h)
+    expected = np.linalg.matrix_power(np.eye(D) + h * V, L) @ x[0]
+    assert xs.shape == (L + 1, 1, D)
+    np.testing.assert_allclose(xs[-1, 0], expected, rtol=1e-12)
+
+
+def test_float32():
+    Q, K, V, x0 = (np.asarray(a, np.float32) for a in _weights(6))
+    v = af.RescaledSelfAttention(1.0, Q, K, V)(jnp.float32(0.5), jnp.asarray(x0))
+    assert v.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(v)))
+    assert af.rescale(jnp.asarray(x0), 0.5, jnp.asarray(V)).dtype == jnp.float32
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="logits_at: expected 'x'"):
+        af.RescaledSelfAttention(1.0, logits_at="q")
+    with pytest.raises(ValueError, match="V: expected a square"):
+        af.rescale(jnp.ones((2, 3)), 1.0, jnp.ones((3, 2)))
+    with pytest.raises(ValueError, match="t: expected a scalar or one time per leading entry"):
+        af.rescale(jnp.ones((4, 2, 3)), jnp.ones(3), jnp.eye(3))
+    with pytest.raises(ValueError, match="num_layers: expected a non-negative"):
+        af.residual_layers(af.PureSelfAttention(1.0), jnp.ones((2, 3)), -1, 0.1)
+    with pytest.raises(ValueError, match="x0: tokens contain NaN"):
+        af.residual_layers(af.PureSelfAttention(1.0), jnp.full((2, 3), jnp.nan), 1, 0.1)
