@@ -24,9 +24,9 @@ def _pad_rows(a, rows: int):
 
 def blocked_attention(
     queries: Float[Array, "n k"],
-    keys: Float[Array, "m k"],
-    values: Float[Array, "m e"],
-    weights: Float[Array, " m"] | None = None,
+    keys: Float[Array, "m _k"],
+    values: Float[Array, "_m e"],
+    weights: Float[Array, " _m"] | None = None,
     *,
     normalization: str = "softmax",
     causal: bool = False,
@@ -52,6 +52,9 @@ def blocked_attention(
     recomputes tiles instead of storing them: it keeps O(n·e) per key block for one query
     block at a time, never n × m. Forward mode (``jax.jvp``) and higher derivatives work too: this
     is plain JAX, not a hand-written VJP.
+
+    Shapes that must agree (k between queries and keys, m between keys, values and weights) are
+    checked here with explicit messages, not by the annotations.
 
     Args:
         queries: (n, k) rows q_i, already multiplied by β.

@@ -128,8 +128,8 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
 
         ∂²E/∂θ_i∂θ_j = g(θ_i − θ_j)/n²  (i ≠ j),   ∂²E/∂θ_i² = −(1/n²) Σ_{m≠i} g(θ_i − θ_m),
 
-    with g = :func:`attnflow.theory.hessian_kernel` (d = 2). The torus is flat, so this is also the Riemannian
-    Hessian; it equals :func:`attnflow.riemannian_hessian` of InteractionEnergy(β) at
+    with g = :func:`attnflow.theory.hessian_kernel` (d = 2). The torus is flat, so this is also
+    the Riemannian Hessian; it equals :func:`attnflow.riemannian_hessian` of InteractionEnergy(β) at
     ``circle_tokens(theta)`` (whose d = 2 tangent basis is ∂x/∂θ).
 
     Example:
@@ -179,7 +179,7 @@ def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*sha
 
 
 def strict_saddle_threshold(n: int) -> float:
-    """β_n = cos a / sin² a with a = π/(2(n − 1)): the β above which Theorem 5.1's proof works (d = 2).
+    """β_n = cos a / sin² a, a = π/(2(n − 1)): the β beyond which Theorem 5.1's proof works (d = 2).
 
     The proof needs (n − 1) τ*_β < π/2, i.e. β > β_n ≈ 4(n − 1)²/π²; then on the circle every
     critical point of E_β other than synchrony is a strict saddle. MATH.md §7 / §11 item 5: the

@@ -14,8 +14,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._check import check_tokens, check_weights, is_traced
 from ._energy import AbstractEnergy
-from ._hessian import riemannian_hessian, rotation_orbit_basis, tangent_basis
-from ._sphere import tangent
+from ._hessian import _orbit_frame, _riemannian_hessian, _tangent_basis
 
 Kind = Literal["local maximum", "local minimum", "strict saddle", "degenerate"]
 
@@ -56,7 +55,7 @@ class CriticalPoint(eqx.Module):
 
 
 def _grad_coords(energy, x, weights, basis):
-    """Riemannian gradient in tangent-basis coordinates: ⟨b_ik, ∇_i E⟩ (b ⟂ x_i, so no projection)."""
+    """Riemannian gradient in tangent coordinates: ⟨b_ik, ∇_i E⟩ (b_ik ⟂ x_i: no projection)."""
     return jnp.einsum("nkd,nd->nk", basis, jax.grad(energy)(x, weights)).ravel()
 
 
@@ -71,7 +70,7 @@ def _search(energy, x0, weights, gtol, max_steps):
     eps = jnp.finfo(dtype).eps
 
     def grad_norm(x):
-        return jnp.linalg.norm(_grad_coords(energy, x, weights, tangent_basis(x)))
+        return jnp.linalg.norm(_grad_coords(energy, x, weights, _tangent_basis(x)))
 
     def cond(state):
         x, gnorm, damping, step, newton = state
@@ -80,9 +79,9 @@ def _search(energy, x0, weights, gtol, max_steps):
 
     def body(state):
         x, gnorm, damping, step, _ = state
-        basis = tangent_basis(x)
+        basis = _tangent_basis(x)
         g = _grad_coords(energy, x, weights, basis)
-        lam, q = jnp.linalg.eigh(riemannian_hessian(energy, x, weights))
+        lam, q = jnp.linalg.eigh(_riemannian_hessian(energy, x, weights))
         # Levenberg–Marquardt on the residual grad E with symmetric Jacobian Hess E:
         # s = −(H² + μ)⁻¹ H g. μ → 0 gives the (pseudo-inverse) Newton step, which converges
         # quadratically to critical points of any index. Eigenvalues at rounding level (the
@@ -208,6 +207,16 @@ class Classification(eqx.Module):
         return self.num_positive >= 1
 
 
+@eqx.filter_jit
+def _classification_data(energy, x, weights, orbit_rtol):
+    """Hessian, ‖grad‖, and the orbit frame in tangent coordinates (dropped columns zeroed)."""
+    basis = _tangent_basis(x)
+    frame, mask = _orbit_frame(x, orbit_rtol)
+    orbit = jnp.einsum("nkd,pnd->pnk", basis, frame).reshape(frame.shape[0], -1).T
+    grad_norm = jnp.linalg.norm(_grad_coords(energy, x, weights, basis))
+    return _riemannian_hessian(energy, x, weights), grad_norm, jnp.where(mask[None, :], orbit, 0.0)
+
+
 def classify_critical_point(
     energy: AbstractEnergy,
     x: Float[Array, "n d"],
@@ -257,9 +266,9 @@ def classify_critical_point(
     if x.shape[0] < 2:
         raise ValueError(f"x: classification needs n >= 2 tokens (one token is a single orbit), "
                          f"got shape {x.shape}")
-    hessian = np.asarray(riemannian_hessian(energy, x, weights))
-    grad = tangent(x, jax.grad(energy)(x, weights))
-    grad_norm = float(jnp.linalg.norm(grad))
+    hessian, grad_norm, orbit = _classification_data(energy, x, weights, orbit_rtol)
+    hessian, grad_norm, orbit = np.asarray(hessian), float(grad_norm), np.asarray(orbit)
+    orbit = orbit[:, np.any(orbit != 0, axis=0)]
     scale = float(np.max(np.abs(np.linalg.eigvalsh(hessian))))
     floor = float(np.finfo(hessian.dtype).tiny)
     if grad_norm > grad_rtol * max(scale, floor):
@@ -267,7 +276,6 @@ def classify_critical_point(
             f"x: not a critical point: |grad E| = {grad_norm:.3e} > grad_rtol * |Hess E| = "
             f"{grad_rtol * scale:.3e}; refine it first with attnflow.find_critical_point"
         )
-    orbit = np.asarray(rotation_orbit_basis(x, orbit_rtol))
     full, _, _ = np.linalg.svd(orbit, full_matrices=True)
     complement = full[:, orbit.shape[1]:]
     eigenvalues = np.linalg.eigvalsh(complement.T @ hessian @ complement)

@@ -71,7 +71,7 @@ class FeedForward(AbstractField):
                 f"x: tokens have dimension d = {x.shape[1]} but the feed-forward block acts on "
                 f"d = {self.w.shape[0]}"
             )
-        return self.activation(x @ self.a.T + self.b) @ self.w.T
+        return self.activation(x @ self.a.T + self.b[None, :]) @ self.w.T
 
     def __call__(self, t, x, args=None):
         return project_tangent(x, self.output(x))

@@ -75,8 +75,9 @@ class HardmaxSelfAttention(AbstractField):
         return hardmax(self.scores.logits(x), tol=self.tol)
 
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
+        a = self.attention_matrix(x)
         values = x if self.scores.V is None else x @ self.scores.V.T
-        return project_tangent(x, self.attention_matrix(x) @ values)
+        return project_tangent(x, a @ values)
 
 
 class HardmaxRescaledAttention(eqx.Module):
@@ -117,5 +118,6 @@ class HardmaxRescaledAttention(eqx.Module):
         return hardmax(self.scores.logits(z), tol=self.tol)
 
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
+        a = self.attention_matrix(z)
         values = z if self.scores.V is None else z @ self.scores.V.T
-        return self.attention_matrix(z) @ values - values
+        return a @ values - values

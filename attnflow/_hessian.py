@@ -51,12 +51,16 @@ def tangent_basis(x: Float[Array, "n d"]) -> Float[Array, "n d-1 d"]:
         >>> bool(jnp.abs(jnp.einsum("nkd,nd->nk", b, x)).max() < 1e-12)
         True
     """
-    x = check_tokens(x, "x")
+    return _tangent_basis(check_tokens(x, "x"))
+
+
+@jax.jit
+def _tangent_basis(x):
     if x.shape[1] == 2:
         return jnp.stack([-x[:, 1], x[:, 0]], axis=-1)[:, None, :]
     sign = jnp.where(x[:, :1] >= 0, 1.0, -1.0).astype(x.dtype)
     u = x.at[:, :1].add(sign)
-    reflector = jnp.eye(x.shape[1], dtype=x.dtype) - 2 * jnp.einsum(
+    reflector = jnp.eye(x.shape[1], dtype=x.dtype)[None] - 2 * jnp.einsum(
         "nd,ne->nde", u, u
     ) / jnp.sum(u * u, axis=-1)[:, None, None]
     return reflector[:, 1:, :]
@@ -94,9 +98,14 @@ def riemannian_hessian(
     """
     _check_energy(energy)
     x = check_tokens(x, "x")
+    weights = check_weights(weights, x.shape[0])
+    return _riemannian_hessian(energy, x, weights)
+
+
+@eqx.filter_jit
+def _riemannian_hessian(energy, x, weights):
     n, d = x.shape
-    weights = check_weights(weights, n)
-    basis = tangent_basis(x)
+    basis = _tangent_basis(x)
 
     def restricted(c):
         return energy(x + jnp.einsum("nk,nkd->nd", c, basis), weights)
@@ -137,6 +146,11 @@ def hessian_vector_product(
     if jnp.shape(v) != x.shape:
         raise ValueError(f"v: expected a tangent vector of the shape of x {x.shape}, got "
                          f"{jnp.shape(v)}")
+    return _hessian_vector_product(energy, x, v, weights)
+
+
+@eqx.filter_jit
+def _hessian_vector_product(energy, x, v, weights):
     v = tangent(x, v)
     grad, hv = jax.jvp(lambda y: jax.grad(energy)(y, weights), (x,), (v,))
     return tangent(x, hv) - jnp.sum(x * grad, axis=-1, keepdims=True) * v
@@ -145,12 +159,14 @@ def hessian_vector_product(
 def _orbit_generators(x):
     """(B x_i)_i for the basis B_kl = e_k e_lᵀ − e_l e_kᵀ (k < l) of so(d): (d(d−1)/2, n, d)."""
     d = x.shape[1]
-    k, l = jnp.triu_indices(d, 1)
+    first, second = jnp.triu_indices(d, 1)
     eye = jnp.eye(d, dtype=x.dtype)
     # (B_kl x)_i = e_k x_il − e_l x_ik
-    return eye[k][:, None, :] * x[:, l].T[:, :, None] - eye[l][:, None, :] * x[:, k].T[:, :, None]
+    return (eye[first][:, None, :] * x[:, second].T[:, :, None]
+            - eye[second][:, None, :] * x[:, first].T[:, :, None])
 
 
+@eqx.filter_jit
 def _orbit_frame(x, rtol):
     """An orthonormal frame (p, n, d) of the orbit tangent space and a mask of its live columns.
 
@@ -183,7 +199,7 @@ def rotation_orbit_basis(x: Float[Array, "n d"], rtol: float = 1e-6) -> Float[Ar
     """
     x = check_tokens(x, "x")
     frame, mask = _orbit_frame(x, rtol)
-    coords = jnp.einsum("nkd,pnd->pnk", tangent_basis(x), frame[mask])
+    coords = jnp.einsum("nkd,pnd->pnk", _tangent_basis(x), frame[mask])
     return coords.reshape(coords.shape[0], -1).T
 
 
@@ -261,7 +277,7 @@ def _lanczos(energy, x, weights, key, steps, remove_orbit, orbit_rtol):
 
     def body(i, carry):
         basis, alphas, betas, live, scale = carry
-        w = project(hessian_vector_product(energy, x, basis[i], weights))
+        w = project(_hessian_vector_product(energy, x, basis[i], weights))
         alpha = jnp.sum(w * basis[i])
         w = orthonormalise(w, basis)
         beta = jnp.linalg.norm(w)
@@ -272,7 +288,8 @@ def _lanczos(energy, x, weights, key, steps, remove_orbit, orbit_rtol):
         basis = basis.at[i + 1].set(nxt, mode="drop")
         alphas = alphas.at[i].set(alpha)
         betas = betas.at[i].set(jnp.where(broke, 0.0, beta))
-        return basis, alphas, betas, live.at[i + 1].set(live[i] & (~broke | left), mode="drop"), scale
+        live = live.at[i + 1].set(live[i] & (~broke | left), mode="drop")
+        return basis, alphas, betas, live, scale
 
     alphas = jnp.zeros((steps,), x.dtype)
     betas = jnp.zeros((steps,), x.dtype)

@@ -37,6 +37,7 @@ def _great_circle(angles, d):
 def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
     """Symmetric critical points of every O(d)-invariant pair energy, as seeds (float64 NumPy).
 
+    - ``synchronised``: all tokens at e_1 (the global maximum);
     - ``polygon``: n equally spaced points on a great circle;
     - ``antipodal k|n-k``: k tokens at e_1 and n − k at −e_1 (Lemma A.2's two groups);
     - ``clusters m``: m equally spaced cluster sites on a great circle holding ⌈n/m⌉ or ⌊n/m⌋
@@ -46,11 +47,12 @@ def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
     Example:
         >>> import attnflow as af
         >>> sorted(af.symmetric_configurations(4, 2))
-        ['antipodal 1|3', 'antipodal 2|2', 'clusters 3', 'polygon']
+        ['antipodal 1|3', 'antipodal 2|2', 'clusters 3', 'polygon', 'synchronised']
     """
     if n < 2 or d < 2:
         raise ValueError(f"n, d: expected n >= 2 tokens on S^(d-1) with d >= 2, got n={n}, d={d}")
-    configs = {"polygon": _great_circle(2 * np.pi * np.arange(n) / n, d)}
+    configs = {"synchronised": _great_circle(np.zeros(n), d),
+               "polygon": _great_circle(2 * np.pi * np.arange(n) / n, d)}
     for k in range(1, n // 2 + 1):
         configs[f"antipodal {k}|{n - k}"] = _great_circle(np.where(np.arange(n) < k, 0, np.pi), d)
     for m in range(3, n):
@@ -78,8 +80,8 @@ def configuration_signature(x) -> np.ndarray:
     Example:
         >>> import numpy as np, attnflow as af
         >>> x = af.symmetric_configurations(5, 2)["polygon"]
-        >>> rot = np.array([[0.0, -1.0], [1.0, 0.0]])
-        >>> bool(np.allclose(af.configuration_signature(x), af.configuration_signature(x[::-1] @ rot.T)))
+        >>> moved = x[::-1] @ np.array([[0.0, -1.0], [1.0, 0.0]]).T  # relabel and rotate
+        >>> bool(np.allclose(af.configuration_signature(x), af.configuration_signature(moved)))
         True
     """
     x = np.asarray(x, dtype=np.float64)

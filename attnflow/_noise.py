@@ -138,9 +138,9 @@ def solve_sde(
         return lx.FunctionLinearOperator(_projector(y, scale), structure)
 
     levy = _LEVY_AREA.get(getattr(solver, "minimal_levy_area", None), diffrax.BrownianIncrement)
-    # tol well below dt so that the tree resolves every solver step (and stage) time.
+    # tol below dt so that the tree resolves every solver step and stage time.
     brownian = diffrax.VirtualBrownianTree(
-        t0, t1, tol=dt / 16, shape=structure, key=key, levy_area=levy
+        t0, t1, tol=dt / 4, shape=structure, key=key, levy_area=levy
     )
     terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, brownian))
     if ts is None:

@@ -234,18 +234,19 @@ class NGPT(AbstractNormalizationScheme):
             raise ValueError(f"rate: expected positive step rates, got {rate}")
         self.rate = rate
 
-    def _check_rate(self, z):
-        if self.rate.ndim == 1 and self.rate.shape[0] != z.shape[-1]:
+    def _rate(self, z):
+        if self.rate.ndim == 0:
+            return self.rate
+        if self.rate.shape[0] != z.shape[-1]:
             raise ValueError(f"rate: a vector rate must have the token dimension d = "
                              f"{z.shape[-1]}, got shape {self.rate.shape}")
+        return self.rate[None, :]
 
     def layer(self, sublayer, t, z, step, args=None):
-        self._check_rate(z)
-        return normalize(z + step * self.rate * (normalize(sublayer(t, z, args)) - z))
+        return normalize(z + step * self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
     def vector_field(self, sublayer, t, z, args=None):
-        self._check_rate(z)
-        return project_tangent(z, self.rate * (normalize(sublayer(t, z, args)) - z))
+        return project_tangent(z, self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
 
 __all__ = ["AbstractNormalizationScheme", "AttentionSublayer", "NGPT", "PeriLN", "PostLN",

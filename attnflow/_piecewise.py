@@ -1,12 +1,11 @@
-"""Time-dependent fields that are constant on each layer interval (piecewise-constant Q(t), K(t), V(t))."""
+"""Time-dependent fields constant on each layer interval: piecewise-constant Q(t), K(t), V(t)."""
 
 from collections.abc import Sequence
-
-import numpy as np
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._check import is_traced
@@ -33,7 +32,7 @@ def _check_switch_times(switch_times):
 
 
 class PiecewiseConstant(AbstractField):
-    r"""A field whose parameters are constant between switching times (a time-dependent layer stack).
+    r"""A field whose parameters are constant between switching times: a time-dependent layer stack.
 
     With switching times s_0 < s_1 < … < s_{L-2} and L pieces F_0, …, F_{L-1},
 
@@ -193,7 +192,7 @@ class PiecewiseConstant(AbstractField):
         def per_piece(name, value, scalar):
             if value is None:
                 return [None] * num_pieces
-            if scalar and jnp.ndim(value) == 0:
+            if scalar and np.ndim(value) == 0:
                 return [value] * num_pieces
             if len(value) != num_pieces:
                 raise ValueError(

@@ -14,14 +14,12 @@ from typing import Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.special as jsp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._check import is_traced
 
-_ASYMPTOTIC_FROM = 40.0
-_ASYMPTOTIC_TERMS = 40  # k!/x^{k+1} is smallest near k = x, so 40 terms at x ≥ 40 reach ~e^{-40}
+_EULER_GAMMA = 0.57721566490153286061
 
 
 def _check_normalization(normalization):
@@ -47,11 +45,18 @@ def _check_delta(delta):
     return value
 
 
+def _float_array(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def _as(x, *values):
+    return tuple(jnp.asarray(v, x.dtype) for v in values)
+
+
 def _check_nonnegative(x, name):
     """Finite and >= 0, elementwise; eqx.error_if when traced."""
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
+    x = _float_array(x)
     if is_traced(x):
         return eqx.error_if(x, ~jnp.all(jnp.isfinite(x) & (x >= 0)),
                             f"{name}: expected finite values >= 0")
@@ -62,55 +67,77 @@ def _check_nonnegative(x, name):
     return x
 
 
-def _asymptotic(x, sign):
-    """Σ_{k<K} sign^k k!/x^{k+1}: e^{-x}Ei(x) (sign = +1) or e^{x}E_1(x) (sign = -1), x ≥ 40."""
+def _series(x, terms, update):
+    """Σ_{k=1}^{terms-1} p_k / k with p_0 = 1 and p_k = update(p_{k-1}, k), elementwise."""
 
-    def term(k, carry):
-        total, current = carry
-        current = current * (sign * k / x)
-        return total + current, current
+    def body(k, carry):
+        total, power = carry
+        power = update(power, k)
+        return total + power / k, power
 
-    first = 1.0 / x
-    total, _ = jax.lax.fori_loop(1, _ASYMPTOTIC_TERMS, term, (first, first))
+    total, _ = jax.lax.fori_loop(1, terms, body, (jnp.zeros_like(x), jnp.ones_like(x)))
     return total
 
 
 def _scaled_ei(x):
-    """e^{-x} Ei(x) for x > 0 (bounded: ~1/x at infinity)."""
-    small = x < _ASYMPTOTIC_FROM
+    """e^{-x} Ei(x) for x > 0 (bounded, ~1/x at infinity), to ~1e-15 relative in float64.
+
+    x < 40: Ei(x) = γ + ln x + Σ_k x^k/(k·k!), all terms positive (150 terms suffice at x = 40).
+    x ≥ 40: the asymptotic series Σ_{k<40} k!/x^{k+1}, truncated near its smallest term (~e^{-40}).
+    jax.scipy.special.expi/exp1 are avoided on purpose: their batched while-loops can fail to
+    terminate on arrays mixing small and large arguments (jax 0.10).
+    """
+    small = x < 40.0
     xs = jnp.where(small, x, 1.0)
-    xl = jnp.where(small, _ASYMPTOTIC_FROM, x)
-    return jnp.where(small, jnp.exp(-xs) * jsp.expi(xs), _asymptotic(xl, 1.0))
+    xl = jnp.where(small, 40.0, x)
+    series = _EULER_GAMMA + jnp.log(xs) + _series(xs, 150, lambda p, k: p * xs / k)
+
+    def asym(k, carry):
+        total, term = carry
+        term = term * k / xl
+        return total + term, term
+
+    asymptotic, _ = jax.lax.fori_loop(1, 40, asym, (1.0 / xl, 1.0 / xl))
+    return jnp.where(small, jnp.exp(-xs) * series, asymptotic)
 
 
 def _scaled_e1(z):
-    """e^{z} E_1(z) for z > 0 (bounded: ~1/z at infinity)."""
-    small = z < _ASYMPTOTIC_FROM
+    """e^{z} E_1(z) for z > 0 (bounded, ~1/z at infinity), to ~1e-14 relative in float64.
+
+    z ≤ 1.5: E_1(z) = −γ − ln z − Σ_k (−z)^k/(k·k!) (40 terms); z > 1.5: the continued fraction
+    e^{z}E_1(z) = 1/(z + 1 − 1²/(z + 3 − 2²/(z + 5 − …))) evaluated backwards from depth 60.
+    """
+    small = z <= 1.5
     zs = jnp.where(small, z, 1.0)
-    zl = jnp.where(small, _ASYMPTOTIC_FROM, z)
-    return jnp.where(small, jnp.exp(zs) * jsp.exp1(zs), _asymptotic(zl, -1.0))
+    zl = jnp.where(small, 2.0, z)
+    series = -_EULER_GAMMA - jnp.log(zs) - _series(zs, 40, lambda p, k: -p * zs / k)
+    depth = 60
+
+    def fraction(i, f):
+        k = depth - i
+        return zl + (2 * k - 1) - k * k / f
+
+    f = jax.lax.fori_loop(0, depth, fraction, zl + (2 * depth + 1))
+    return jnp.where(small, jnp.exp(zs) * series, 1.0 / f)
 
 
-def _usa_time(beta, n: int, delta):
-    """t*_USA(β) of MATH.md §4 for β > 0, in scaled form (no overflow for any β)."""
+def _time_positive(beta, n, delta, normalization):
+    """t*(β) of MATH.md §4 for β > 0 (elementwise in β and δ), in scaled form."""
     m = n - (n - 1) * delta
     decay = jnp.exp(-beta * (1 - delta))
-    z1, z2 = beta / (n - 1), beta * m / (n - 1)
     ei_part = _scaled_ei(beta) - decay * _scaled_ei(beta * delta)
-    e1_part = _scaled_e1(z1) - decay * _scaled_e1(z2)
-    return 0.5 * (ei_part + e1_part)
+    e1_part = _scaled_e1(beta / (n - 1)) - decay * _scaled_e1(beta * m / (n - 1))
+    usa = 0.5 * (ei_part + e1_part)
+    if normalization == "n":
+        return usa
+    log_ratio = jnp.log1p(n * (1 - delta) / delta)  # ln(m/δ)
+    return (n - 1) / (2 * n) * log_ratio + jnp.exp(beta) * usa / n
 
 
-def _clustering_time(beta, n: int, delta, normalization):
+def _clustering_time(beta, n, delta, normalization):
     positive = beta > 0
-    b = jnp.where(positive, beta, 1.0)
-    log_ratio = jnp.log1p(n * (1 - delta) / delta)  # ln(m/δ), m = n − (n−1)δ
-    usa = _usa_time(b, n, delta)
-    if normalization == "softmax":
-        value = (n - 1) / (2 * n) * log_ratio + jnp.exp(b) * usa / n
-    else:
-        value = usa
-    return jnp.where(positive, value, 0.5 * log_ratio)
+    value = _time_positive(jnp.where(positive, beta, 1.0), n, delta, normalization)
+    return jnp.where(positive, value, 0.5 * jnp.log1p(n * (1 - delta) / delta))
 
 
 def clustering_time(
@@ -153,11 +180,11 @@ def clustering_time(
     n = _check_n(n)
     delta = _check_delta(delta)
     _check_normalization(normalization)
-    beta = _check_nonnegative(beta, "beta")
-    return _clustering_time_jit(beta, n, delta, normalization)
+    beta = _check_nonnegative(_float_array(beta), "beta")
+    return _clustering_time_jit(beta, *_as(beta, n, delta), normalization)
 
 
-_clustering_time_jit = jax.jit(_clustering_time, static_argnums=(1, 2, 3))
+_clustering_time_jit = jax.jit(_clustering_time, static_argnums=3)
 
 
 def _bisect(f, lo, hi, iterations):
@@ -182,40 +209,21 @@ def _beta0_inner_product(t, n):
     return -jnp.expm1(-2 * t) / (1 + (n - 1) * decay)
 
 
-def _orthogonal_inner_product(t, beta, n: int, normalization):
+def _orthogonal_inner_product(t, beta, n, normalization):
     t, beta = jnp.broadcast_arrays(t, beta)
-    dtype = t.dtype
     positive = beta > 0
     b = jnp.where(positive, beta, 1.0)
-    # γ(t) = 1 − δ where δ solves t*(β, δ) = t; t* decreases in δ, so bisect on u = −log δ.
-    umax = -math.log(jnp.finfo(dtype).tiny)
 
+    # γ(t) = 1 − δ where t*(β, δ) = t; t* decreases in δ, so bisect on u = −log δ.
     def excess(u):
-        delta = jnp.exp(-u)
-        m = n - (n - 1) * delta
-        log_ratio = jnp.log1p(n * (1 - delta) / delta)
-        decay = jnp.exp(-b * (1 - delta))
-        usa = 0.5 * (_scaled_ei(b) - decay * _scaled_ei(b * delta)
-                     + _scaled_e1(b / (n - 1)) - decay * _scaled_e1(b * m / (n - 1)))
-        if normalization == "softmax":
-            time = (n - 1) / (2 * n) * log_ratio + jnp.exp(b) * usa / n
-        else:
-            time = usa
-        return time - t
+        return _time_positive(b, n, jnp.exp(-u), normalization) - t
 
-    lo = jnp.zeros_like(t)
-    hi = jnp.full_like(t, umax)
-    u = _bisect(excess, lo, hi, _iterations(dtype) + 8)
-    gamma = -jnp.expm1(-u)
-    return jnp.where(positive, gamma, _beta0_inner_product(t, n))
+    umax = -math.log(jnp.finfo(t.dtype).tiny)
+    u = _bisect(excess, jnp.zeros_like(t), jnp.full_like(t, umax), _iterations(t.dtype) + 8)
+    return jnp.where(positive, -jnp.expm1(-u), _beta0_inner_product(t, n))
 
 
-_orthogonal_inner_product_jit = jax.jit(_orthogonal_inner_product, static_argnums=(2, 3))
-
-
-def _float_array(x):
-    x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+_orthogonal_inner_product_jit = jax.jit(_orthogonal_inner_product, static_argnums=3)
 
 
 def orthogonal_inner_product(
@@ -254,7 +262,8 @@ def orthogonal_inner_product(
     t = _check_nonnegative(_float_array(t), "t")
     beta = _check_nonnegative(_float_array(beta), "beta")
     dtype = jnp.result_type(t, beta)
-    return _orthogonal_inner_product_jit(t.astype(dtype), beta.astype(dtype), n, normalization)
+    t, beta = t.astype(dtype), beta.astype(dtype)
+    return _orthogonal_inner_product_jit(t, beta, jnp.asarray(n, dtype), normalization)
 
 
 def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape"]:
@@ -273,10 +282,9 @@ def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape
     return _beta0_inner_product(t, n)
 
 
-def _clustering_beta(t, n: int, delta, normalization):
+def _clustering_beta(t, n, delta, normalization):
     dtype = t.dtype
-    log_ratio = math.log1p(n * (1 - delta) / delta)
-    t_zero = 0.5 * log_ratio
+    t_zero = 0.5 * jnp.log1p(n * (1 - delta) / delta)
     # t* overflows past β ≈ log(max float); the bracket stops there.
     beta_max = math.log(jnp.finfo(dtype).max) - 1.0
     sign = 1.0 if normalization == "softmax" else -1.0
@@ -293,7 +301,7 @@ def _clustering_beta(t, n: int, delta, normalization):
     return jnp.where(t >= t_zero, 0.0, jnp.where(t > t_far, beta, jnp.nan))
 
 
-_clustering_beta_jit = jax.jit(_clustering_beta, static_argnums=(1, 2, 3))
+_clustering_beta_jit = jax.jit(_clustering_beta, static_argnums=3)
 
 
 def clustering_beta(
@@ -323,7 +331,7 @@ def clustering_beta(
     delta = _check_delta(delta)
     _check_normalization(normalization)
     t = _check_nonnegative(_float_array(t), "t")
-    return _clustering_beta_jit(t, n, delta, normalization)
+    return _clustering_beta_jit(t, *_as(t, n, delta), normalization)
 
 
 def wendel(n: int, d: int) -> float:

@@ -78,8 +78,9 @@ def test_ties_are_averaged_example_9_3():
 
 
 def test_discrete_hardmax_dynamics_example_9_3_closed_form():
-    # After the first step z_3 = (0, 2h/3) ties z_1 and z_2 (⟨z_3, z_j⟩ = y > y² = |z_3|²), so it
-    # follows their mean (0, 1): y_{k+1} = y_k + h (1 − y_k), hence y_k = 1 − (1 − 2h/3)(1 − h)^{k−1}.
+    # After the first step z_3 = (0, 2h/3) ties z_1 and z_2 (⟨z_3, z_j⟩ = y > y² = |z_3|²), so
+    # it follows their mean (0, 1): y_{k+1} = y_k + h (1 − y_k), i.e.
+    # y_k = 1 − (1 − 2h/3)(1 − h)^{k−1}.
     h, L = 0.1, 30
     z0 = jnp.array([[1.0, 1.0], [-1.0, 1.0], [0.0, 0.0]])
     zs = np.asarray(af.residual_layers(af.HardmaxRescaledAttention(), z0, L, h))

@@ -35,7 +35,7 @@ SEEDS = 3
 def random_start(key):
     x = af.random_tokens(key, len(LABELS), 3)
     planar = jnp.asarray(LABELS == len(TARGETS) - 1)[:, None]
-    return af.normalize(jnp.where(planar, x * jnp.array([1.0, 1.0, 0.0]), x))
+    return af.normalize(jnp.where(planar, x * jnp.array([[1.0, 1.0, 0.0]]), x))
 
 
 @pytest.fixture(scope="module")

@@ -5,3 +5,15 @@ topic, re-exported here.
 """
 
 from ._common import clustered_fraction_curve as clustered_fraction_curve
+from ._circle import (
+    hessian_kernel_curves as hessian_kernel_curves,
+    tokens_on_circle as tokens_on_circle,
+    tokens_on_sphere as tokens_on_sphere,
+)
+from ._clusters import (
+    cluster_count_curve as cluster_count_curve,
+    cluster_count_histogram as cluster_count_histogram,
+    energy_staircase as energy_staircase,
+    inner_product_histograms as inner_product_histograms,
+)
+from ._movie import available_movie_format as available_movie_format, token_movie as token_movie

@@ -1,0 +1,141 @@
+"""Noisy attention on the sphere (MATH.md §1.10): Monte Carlo against the heat semigroup on S^{d-1}.
+
+Without interaction each token is Brownian motion on S^{d-1} with generator σΔ, and x ↦ ⟨x, e⟩
+is an eigenfunction of Δ with eigenvalue −(d−1): E⟨x(t), e_1⟩ = e^{−σ(d−1)t} from x(0) = e_1.
+Tokens with independent noise are independent paths, so one solve gives a whole sample.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import attnflow as af
+
+SIGMA, D, T = 0.5, 3, 1.0
+TS = jnp.array([0.5, 1.0])
+PATHS = 2000
+
+
+@functools.partial(jax.jit, static_argnames=("form", "common_noise"))
+def _brownian(key, x0, dt, form="stratonovich", common_noise=False):
+    sol = af.solve_sde(
+        None,
+        x0,
+        T,
+        sigma=SIGMA,
+        key=key,
+        dt=dt,
+        ts=TS,
+        form=form,
+        common_noise=common_noise,
+        max_steps=int(T / 0.005) + 1,
+    )
+    return sol.ys
+
+
+def _from_e1(n):
+    return jnp.zeros((n, D)).at[:, 0].set(1.0)
+
+
+def _assert_mean_within(samples, expected, num_se=4.0):
+    samples = np.asarray(samples)
+    se = samples.std(ddof=1) / np.sqrt(samples.size)
+    assert abs(samples.mean() - expected) <= num_se * se, (samples.mean(), expected, se)
+
+
+@pytest.mark.parametrize("form", ["stratonovich", "ito"])
+def test_mean_of_first_coordinate_decays_like_heat_semigroup(form):
+    ys = _brownian(jr.key(0), _from_e1(PATHS), 0.02, form=form)
+    for t, y in zip(np.asarray(TS), ys, strict=True):
+        _assert_mean_within(y[:, 0], np.exp(-SIGMA * (D - 1) * t))
+
+
+def test_stratonovich_stays_on_the_sphere_pathwise():
+    # |x_i| is an exact invariant of the Stratonovich SDE: the numerical drift is the solver's
+    # error, and it shrinks faster than dt along the same Brownian paths.
+    x0 = _from_e1(PATHS)
+    deviations = [
+        float(jnp.abs(jnp.linalg.norm(_brownian(jr.key(1), x0, dt), axis=-1) - 1).max())
+        for dt in (0.02, 0.01)
+    ]
+    assert deviations[0] < 5e-3
+    assert deviations[0] / deviations[1] > 2.5, deviations
+
+
+def test_ito_euler_norm_follows_its_exact_mean_recursion():
+    # Euler–Maruyama on the Itô form with F = 0: y' = (1 − c) y + √(2σ) P_y ΔW, c = σ(d−1)dt, so
+    # E|y'|² = (1 − c)² E|y|² + 2c exactly (E|P_y ΔW|² = (d−1)dt): E|y_k|² → 1/(1 − c/2).
+    # Without the Itô correction it would grow like 1 + 2ck.
+    dt = 0.02
+    c = SIGMA * (D - 1) * dt
+    ys = _brownian(jr.key(2), _from_e1(PATHS), dt, form="ito")
+    for t, y in zip(np.asarray(TS), ys, strict=True):
+        m = 1.0
+        for _ in range(round(t / dt)):
+            m = (1 - c) ** 2 * m + 2 * c
+        _assert_mean_within(jnp.sum(y * y, axis=-1), m)
+        assert abs(m - 1) < c  # the sphere is attracting: E|y|² stays within O(dt) of 1
+    # Pathwise, |x_i| wanders by O(√(σ dt)) (strong order 1/2) on the same Brownian paths.
+    x0 = _from_e1(PATHS)
+    spread = [
+        float(jnp.std(jnp.linalg.norm(_brownian(jr.key(3), x0, dt, form="ito")[-1], axis=-1)))
+        for dt in (0.02, 0.005)
+    ]
+    assert 1.6 < spread[0] / spread[1] < 2.5, spread
+
+
+def test_common_noise_moves_tokens_together():
+    x0 = jnp.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    shared = _brownian(jr.key(4), x0, 0.02, common_noise=True)
+    np.testing.assert_array_equal(shared[:, 0], shared[:, 1])
+    independent = _brownian(jr.key(4), x0, 0.02)
+    assert float(jnp.abs(independent[-1, 0] - independent[-1, 1]).max()) > 0.1
+    # Each token is still Brownian motion on the sphere: check the marginal over many paths.
+    paths = jax.vmap(lambda k: _brownian(k, x0, 0.02, common_noise=True))(jr.split(jr.key(5), 500))
+    _assert_mean_within(paths[:, -1, 2, 1], np.exp(-SIGMA * (D - 1) * T))
+
+
+def test_differentiable_pathwise_and_drift_is_the_field():
+    x0 = af.random_tokens(jr.key(6), 4, D)
+
+    @jax.jit
+    def final(sigma, beta):
+        sol = af.solve_sde(af.SelfAttention(beta), x0, 0.5, sigma=sigma, key=jr.key(7), dt=0.05)
+        return sol.ys[-1]
+
+    def loss(sigma, beta):
+        return jnp.sum(final(sigma, beta)[:, 0])
+
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(0.3, 1.5)
+    eps = 1e-6
+    fd_sigma = (loss(0.3 + eps, 1.5) - loss(0.3 - eps, 1.5)) / (2 * eps)
+    fd_beta = (loss(0.3, 1.5 + eps) - loss(0.3, 1.5 - eps)) / (2 * eps)
+    np.testing.assert_allclose(grads, (fd_sigma, fd_beta), rtol=1e-5)
+    # With σ = 0 the SDE is the deterministic attention flow.
+    ode = af.solve(af.SelfAttention(1.5), x0, 0.5, rtol=1e-10, atol=1e-12).ys[-1]
+    np.testing.assert_allclose(final(0.0, 1.5), ode, atol=1e-5)
+
+
+def test_float32():
+    x0 = af.random_tokens(jr.key(8), 3, D, dtype=jnp.float32)
+    ys = af.solve_sde(af.SelfAttention(1.0), x0, 0.2, sigma=0.1, key=jr.key(9), dt=0.05).ys
+    assert ys.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(ys)))
+
+
+def test_bad_inputs():
+    x0 = _from_e1(2)
+    key = jr.key(0)
+    with pytest.raises(ValueError, match="form: expected 'stratonovich' or 'ito'"):
+        af.solve_sde(None, x0, 1.0, sigma=0.1, key=key, form="milstein")
+    with pytest.raises(ValueError, match="sigma: expected a finite value >= 0"):
+        af.solve_sde(None, x0, 1.0, sigma=-0.1, key=key)
+    with pytest.raises(ValueError, match="dt: expected a positive step"):
+        af.solve_sde(None, x0, 1.0, sigma=0.1, key=key, dt=0.0)
+    with pytest.raises(ValueError, match="x0: tokens must lie on the unit sphere"):
+        af.solve_sde(None, 2 * x0, 1.0, sigma=0.1, key=key)
+    with pytest.raises(ValueError, match="field: expected a vector field or None"):
+        af.solve_sde(3.0, x0, 1.0, sigma=0.1, key=key)

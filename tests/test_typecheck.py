@@ -1,0 +1,32 @@
+"""Run every docstring example with jaxtyping's runtime shape checking (beartype) switched on.
+
+The rest of the suite runs without the import hook so that it sees the error messages users
+see; this test checks that the jaxtyping annotations agree with what the code does.
+"""
+
+import subprocess
+import sys
+
+SCRIPT = r"""
+import doctest, importlib, pkgutil, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+from jaxtyping import install_import_hook
+with install_import_hook("attnflow", "beartype.beartype"):
+    import attnflow
+names = sorted(n for _, n, _ in pkgutil.walk_packages(attnflow.__path__, "attnflow.")
+               if not n.startswith(("attnflow.commands", "attnflow.figures")))
+failed = 0
+for name in names:
+    module = importlib.import_module(name)
+    for test in doctest.DocTestFinder(exclude_empty=True).find(module, name):
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        failed += runner.run(test).failed
+sys.exit(1 if failed else 0)
+"""
+
+
+def test_docstring_examples_pass_runtime_shape_checks():
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -1,0 +1,99 @@
+"""Bad input raises a clear error naming the argument, what was expected and what came."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import pytest
+
+import attnflow as af
+
+X = af.random_tokens(jr.key(0), 4, 3)
+# eqx.error_if surfaces as EquinoxRuntimeError, or wrapped in JaxRuntimeError by the CPU callback.
+RUNTIME_ERRORS = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+FIELD = af.SelfAttention(1.0)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (jnp.ones(3), r"x0: expected tokens of shape \(n, d\).*got an array of shape \(3,\)"),
+        (jnp.ones((2, 4, 3)), r"x0: expected tokens of shape \(n, d\).*\(2, 4, 3\)"),
+        (jnp.ones((4, 1)), r"x0: the sphere S\^\(d-1\) needs d >= 2, got d = 1"),
+        (X.at[1, 2].set(jnp.nan), r"x0: tokens contain NaN or inf \(first at row 1, col 2\)"),
+        (2 * X, r"x0: tokens must lie on the unit sphere.*\|x_\d\| = 2.*attnflow.normalize"),
+        (jnp.zeros((4, 3)), r"x0: tokens must lie on the unit sphere"),
+    ],
+)
+def test_bad_tokens(bad, message):
+    with pytest.raises(ValueError, match=message):
+        af.solve(FIELD, bad, 1.0)
+    with pytest.raises(ValueError, match=message):
+        af.layers(FIELD, bad, 2, 0.1)
+
+
+def test_bad_tokens_under_jit():
+    run = jax.jit(lambda x: af.solve(FIELD, x, 1.0).ys)
+    with pytest.raises(RUNTIME_ERRORS, match="x0: tokens must lie on the unit sphere"):
+        run(2 * X)
+    with pytest.raises(RUNTIME_ERRORS, match="x0: tokens contain NaN or inf"):
+        run(X.at[0, 0].set(jnp.inf))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(beta=-1.0), r"beta: expected a finite value >= 0, got -1.0"),
+        (dict(beta=float("nan")), r"beta: expected a finite value >= 0, got nan"),
+        (dict(beta=jnp.ones(2)), r"beta: expected a scalar, got shape \(2,\)"),
+        (dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((3, 3))),
+         r"Q, K: must have the same number of rows k.*Q \(2, 3\) and K \(3, 3\)"),
+        (dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((2, 4))),
+         r"Q, K, V: their column counts must all equal the token dimension d"),
+        (dict(beta=1.0, V=jnp.ones((3, 4))), r"V: expected a square \(d, d\) value matrix"),
+        (dict(beta=1.0, Q=jnp.ones((2, 3))), r"K: is missing \(identity\) so Q must be square"),
+        (dict(beta=1.0, V=jnp.ones(3)), r"V: expected a matrix of shape \(d, d\), got shape \(3,\)"),
+        (dict(beta=1.0, normalization="sum"), r"normalization: expected 'softmax' \(SA\) or 'n'"),
+    ],
+)
+def test_bad_attention_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        af.SelfAttention(**kwargs)
+
+
+def test_dimension_mismatch_between_tokens_and_matrices():
+    field = af.SelfAttention(1.0, V=jnp.eye(5))
+    with pytest.raises(ValueError, match=r"x: tokens have dimension d = 3 but Q, K, V act on d = 5"):
+        field(0.0, X, None)
+
+
+def test_bad_energy_and_metric_parameters():
+    with pytest.raises(ValueError, match=r"beta: expected a finite value > 0, got 0.0"):
+        af.InteractionEnergy(0.0)
+    with pytest.raises(ValueError, match=r"beta: expected a finite value > 0, got -2.0"):
+        af.AttentionMetric(-2.0)
+    with pytest.raises(ValueError, match="A: must be symmetric"):
+        af.InteractionEnergy(1.0, jnp.array([[0.0, 1.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match=r"A: expected shape \(3, 3\)"):
+        af.InteractionEnergy(1.0, jnp.eye(2))(X)
+    with pytest.raises(ValueError, match=r"weights: expected shape \(4,\)"):
+        af.InteractionEnergy(1.0)(X, jnp.ones(3))
+    with pytest.raises(ValueError, match="weights: expected finite non-negative weights"):
+        af.InteractionEnergy(1.0)(X, -jnp.ones(4))
+    with pytest.raises(ValueError, match="energy: expected an AbstractEnergy"):
+        af.GradientFlow(lambda x: 0.0, af.WassersteinMetric())
+
+
+def test_bad_heads_and_beta_under_jit():
+    with pytest.raises(ValueError, match="heads: expected at least one"):
+        af.MultiHeadAttention([])
+    with pytest.raises(ValueError, match="heads: all heads must act on the same d"):
+        af.MultiHeadAttention([af.SelfAttention(1.0, V=jnp.eye(2)), af.SelfAttention(1.0, V=jnp.eye(3))])
+    field_of = jax.jit(lambda b: af.SelfAttention(b)(0.0, X, None))
+    with pytest.raises(RUNTIME_ERRORS, match="beta: expected a finite value >= 0"):
+        field_of(-1.0)
+
+
+def test_bad_ts():
+    with pytest.raises(ValueError, match=r"ts: expected a 1-d array of save times"):
+        af.solve(FIELD, X, 1.0, ts=jnp.ones((2, 2)))
