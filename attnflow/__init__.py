@@ -7,6 +7,8 @@ interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794
 
 import importlib.metadata
 
+from . import theory as theory
+
 from ._blocked import blocked_attention as blocked_attention
 from ._circle import (
     circle_angles as circle_angles,

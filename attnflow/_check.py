@@ -5,11 +5,10 @@ sign of β) raise ``ValueError`` immediately for concrete arrays and go through
 ``equinox.error_if`` for traced ones, so they also fire under ``jit``, ``vmap`` and ``grad``.
 """
 
-import numpy as np
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def is_traced(value) -> bool:
@@ -100,8 +99,9 @@ def check_beta(beta, *, positive: bool = False, name: str = "beta"):
 
 def check_matrix(matrix, name: str, shape_hint: str, *, ndim: int = 2):
     if jnp.ndim(matrix) != ndim:
-        raise ValueError(f"{name}: expected a matrix of shape {shape_hint}, got shape "
-                         f"{jnp.shape(matrix)}")
+        raise ValueError(
+            f"{name}: expected a matrix of shape {shape_hint}, got shape {jnp.shape(matrix)}"
+        )
     if not is_traced(matrix) and not np.all(np.isfinite(np.asarray(matrix))):
         raise ValueError(f"{name}: contains NaN or inf")
 
@@ -124,8 +124,9 @@ def check_weights(weights, n: int, name: str = "weights"):
     if weights is None:
         return None
     if jnp.shape(weights) != (n,):
-        raise ValueError(f"{name}: expected shape ({n},) to match the {n} tokens, got "
-                         f"{jnp.shape(weights)}")
+        raise ValueError(
+            f"{name}: expected shape ({n},) to match the {n} tokens, got {jnp.shape(weights)}"
+        )
     if is_traced(weights):
         return eqx.error_if(
             weights,

@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._check import check_shape_tokens, check_weights
@@ -184,7 +185,8 @@ def inner_product_histogram(
         raise ValueError(f"range: expected (lo, hi) with lo < hi, got {range}")
     bins = int(bins)
     dtype = jnp.result_type(x)
-    edges = jnp.linspace(lo, hi, bins + 1, dtype=dtype)
+    # NumPy's edges, bit for bit (jnp.linspace rounds differently, e.g. at 0).
+    edges = jnp.asarray(np.linspace(lo, hi, bins + 1), dtype)
     n = shape[-2]
     rows, cols = jnp.triu_indices(n, k=1)
 

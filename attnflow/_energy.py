@@ -23,12 +23,13 @@ class AbstractEnergy(eqx.Module):
     """
 
     @abc.abstractmethod
-    def __call__(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
-                 ) -> Float[Array, ""]:
+    def __call__(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, ""]:
         raise NotImplementedError
 
     def scaled(self, x, weights, log_shift):
-        """E(x) · exp(−log_shift), for energies whose value would overflow. Override to be stable."""
+        """E(x) · exp(−log_shift), for energies that would overflow. Override to be stable."""
         return self(x, weights) * jnp.exp(-log_shift)
 
     def log_scale(self, x, weights):
@@ -71,8 +72,10 @@ class InteractionEnergy(AbstractEnergy):
         if self.A is None:
             return x @ x.T
         if self.A.shape != (x.shape[1],) * 2:
-            raise ValueError(f"A: expected shape ({x.shape[1]}, {x.shape[1]}) to match tokens of "
-                             f"dimension d = {x.shape[1]}, got {self.A.shape}")
+            raise ValueError(
+                f"A: expected shape ({x.shape[1]}, {x.shape[1]}) to match tokens of "
+                f"dimension d = {x.shape[1]}, got {self.A.shape}"
+            )
         return x @ jnp.asarray(self.A, x.dtype) @ x.T
 
     def scaled(self, x, weights, log_shift):

@@ -39,7 +39,7 @@ def _as(array, x):
 
 
 def _logits(beta, Q, K, x):
-    """β ⟨Q x_i, K x_j⟩ as an (n, n) matrix, using x Qᵀ (x Kᵀ)ᵀ so rectangular Q, K cost O(n k d)."""
+    """β ⟨Q x_i, K x_j⟩ as an (n, n) matrix: x Qᵀ (x Kᵀ)ᵀ, so rectangular Q, K cost O(n k d)."""
     queries = x if Q is None else x @ _as(Q, x).T
     keys = x if K is None else x @ _as(K, x).T
     return _as(beta, x) * (queries @ keys.T)
@@ -111,30 +111,46 @@ class SelfAttention(AbstractField):
     causal: bool = eqx.field(static=True)
     block_size: int | None = eqx.field(static=True, default=None)
 
-    def __init__(self, beta, Q=None, K=None, V=None, *, normalization="softmax", causal=False,
-                 block_size=None):
+    def __init__(
+        self,
+        beta,
+        Q=None,
+        K=None,
+        V=None,
+        *,
+        normalization="softmax",
+        causal=False,
+        block_size=None,
+    ):
         self.beta = jnp.asarray(check_beta(beta))
         if normalization not in ("softmax", "n"):
-            raise ValueError(f"normalization: expected 'softmax' (SA) or 'n' (USA), got "
-                             f"{normalization!r}")
+            raise ValueError(
+                f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
+            )
         for name, matrix in (("Q", Q), ("K", K), ("V", V)):
             if matrix is not None:
                 check_matrix(matrix, name, "(d, d)" if name == "V" else "(k, d)")
-        dims = {name: m.shape[1] for name, m in (("Q", Q), ("K", K), ("V", V)) if m is not None}
-        if len(set(dims.values())) > 1:
-            raise ValueError("Q, K, V: their column counts must all equal the token dimension d, "
-                             f"got {', '.join(f'{k}: {jnp.shape(m)}' for k, m in (('Q', Q), ('K', K), ('V', V)) if m is not None)}")
+        given = {name: m for name, m in (("Q", Q), ("K", K), ("V", V)) if m is not None}
+        if len({m.shape[1] for m in given.values()}) > 1:
+            shapes = ", ".join(f"{name}: {m.shape}" for name, m in given.items())
+            raise ValueError(
+                f"Q, K, V: their column counts must all equal the token dimension d, got {shapes}"
+            )
         if V is not None and V.shape[0] != V.shape[1]:
             raise ValueError(f"V: expected a square (d, d) value matrix, got shape {V.shape}")
         if (Q is None) != (K is None):
             given, other = ("Q", "K") if K is None else ("K", "Q")
             m = Q if K is None else K
             if m.shape[0] != m.shape[1]:
-                raise ValueError(f"{other}: is missing (identity) so {given} must be square, got "
-                                 f"shape {m.shape}; pass both Q and K for rectangular forms")
+                raise ValueError(
+                    f"{other}: is missing (identity) so {given} must be square, got "
+                    f"shape {m.shape}; pass both Q and K for rectangular forms"
+                )
         if Q is not None and K is not None and Q.shape[0] != K.shape[0]:
-            raise ValueError(f"Q, K: must have the same number of rows k to form ⟨Qx, Ky⟩, got "
-                             f"Q {Q.shape} and K {K.shape}")
+            raise ValueError(
+                f"Q, K: must have the same number of rows k to form ⟨Qx, Ky⟩, got "
+                f"Q {Q.shape} and K {K.shape}"
+            )
         self.Q = None if Q is None else jnp.asarray(Q)
         self.K = None if K is None else jnp.asarray(K)
         self.V = None if V is None else jnp.asarray(V)
@@ -156,8 +172,9 @@ class SelfAttention(AbstractField):
     def _check(self, x):
         check_shape_tokens(x)
         if self.dim is not None and x.shape[1] != self.dim:
-            raise ValueError(f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on "
-                             f"d = {self.dim}")
+            raise ValueError(
+                f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
+            )
 
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """β⟨Q x_i, K x_j⟩."""
@@ -215,8 +232,13 @@ class SelfAttention(AbstractField):
         keys = x if self.K is None else x @ self.K.T
         values = x if self.V is None else x @ _as(self.V, x).T
         return blocked_attention(
-            self.beta * queries, keys, values, w, normalization=self.normalization,
-            causal=self.causal, block_size=self.block_size or DEFAULT_BLOCK_SIZE,
+            self.beta * queries,
+            keys,
+            values,
+            w,
+            normalization=self.normalization,
+            causal=self.causal,
+            block_size=self.block_size or DEFAULT_BLOCK_SIZE,
         )
 
     def __call__(self, t, x, args=None):
@@ -280,9 +302,13 @@ class GradientFlow(AbstractField):
 
     def __check_init__(self):
         if not isinstance(self.energy, AbstractEnergy):
-            raise ValueError(f"energy: expected an AbstractEnergy, got {type(self.energy).__name__}")
+            raise ValueError(
+                f"energy: expected an AbstractEnergy, got {type(self.energy).__name__}"
+            )
         if not isinstance(self.metric, AbstractMetric):
-            raise ValueError(f"metric: expected an AbstractMetric, got {type(self.metric).__name__}")
+            raise ValueError(
+                f"metric: expected an AbstractMetric, got {type(self.metric).__name__}"
+            )
 
     def __call__(self, t, x, args=None):
         check_shape_tokens(x)

@@ -1,6 +1,9 @@
 """Differentiable discrepancies between weighted empirical measures on the sphere."""
 
+import functools
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -103,13 +106,6 @@ def sinkhorn_divergence(
         >>> round(float(af.sinkhorn_divergence(x, y)), 6)  # one coupling: |x − y|² = 2
         2.0
     """
-    try:
-        from ott.geometry import pointcloud
-        from ott.tools import sinkhorn_divergence as ott_divergence
-    except ImportError as error:
-        raise ImportError(
-            "sinkhorn_divergence needs ott-jax: pip install 'attnflow[ot]' (or ott-jax)"
-        ) from error
     x, a = _measure(x, x_weights, "x")
     y, b = _measure(y, y_weights, "y")
     _check_same_dimension(x, y)
@@ -117,6 +113,24 @@ def sinkhorn_divergence(
         raise ValueError(f"epsilon: expected a scalar, got shape {jnp.shape(epsilon)}")
     if not is_traced(epsilon) and not float(epsilon) > 0:
         raise ValueError(f"epsilon: expected a value > 0, got {float(epsilon)}")
+    epsilon = jnp.asarray(epsilon, x.dtype)
+    value, converged = _ott_divergence(x, y, a, b, epsilon, threshold, max_iterations)
+    return eqx.error_if(
+        value,
+        ~converged,
+        f"sinkhorn_divergence: Sinkhorn did not reach threshold={threshold} within "
+        f"max_iterations={max_iterations}; raise max_iterations or epsilon",
+    )
+
+
+def _ott_divergence_and_convergence(x, y, a, b, epsilon, threshold, max_iterations):
+    try:
+        from ott.geometry import pointcloud
+        from ott.tools import sinkhorn_divergence as ott_divergence
+    except ImportError as error:
+        raise ImportError(
+            "sinkhorn_divergence needs ott-jax: pip install 'attnflow[ot]' (or ott-jax)"
+        ) from error
     value, output = ott_divergence.sinkhorn_divergence(
         pointcloud.PointCloud,
         x,
@@ -126,10 +140,31 @@ def sinkhorn_divergence(
         epsilon=epsilon,
         solve_kwargs={"threshold": threshold, "max_iterations": max_iterations},
     )
-    converged = jnp.all(jnp.asarray([c for c in output.converged if c is not None]))
-    return eqx.error_if(
-        value,
-        ~converged,
-        f"sinkhorn_divergence: Sinkhorn did not reach threshold={threshold} within "
-        f"max_iterations={max_iterations}; raise max_iterations or epsilon",
-    )
+    return value, jnp.all(jnp.asarray([c for c in output.converged if c is not None]))
+
+
+# ott-jax broadcasts across ranks internally, in its forward and in its implicit-differentiation
+# backward pass. Both are traced here under rank promotion "allow", so attnflow also works for
+# users who run JAX with jax_numpy_rank_promotion="raise".
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
+def _ott_divergence(x, y, a, b, epsilon, threshold, max_iterations):
+    with jax.numpy_rank_promotion("allow"):
+        return _ott_divergence_and_convergence(x, y, a, b, epsilon, threshold, max_iterations)
+
+
+def _ott_divergence_fwd(x, y, a, b, epsilon, threshold, max_iterations):
+    def value(*primals):
+        return _ott_divergence_and_convergence(*primals, threshold, max_iterations)
+
+    with jax.numpy_rank_promotion("allow"):
+        value, vjp, converged = jax.vjp(value, x, y, a, b, epsilon, has_aux=True)
+    return (value, converged), vjp
+
+
+def _ott_divergence_bwd(threshold, max_iterations, vjp, cotangents):
+    del threshold, max_iterations
+    with jax.numpy_rank_promotion("allow"):
+        return vjp(cotangents[0])
+
+
+_ott_divergence.defvjp(_ott_divergence_fwd, _ott_divergence_bwd)

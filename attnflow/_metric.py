@@ -1,4 +1,4 @@
-"""Riemannian metrics on (S^{d-1})^n that are diagonal across tokens: ⟨a, b⟩_x = Σ_i g_i(x) ⟨a_i, b_i⟩."""
+"""Riemannian metrics on (S^{d-1})^n, diagonal across tokens: ⟨a, b⟩_x = Σ_i g_i(x) ⟨a_i, b_i⟩."""
 
 import abc
 
@@ -20,8 +20,9 @@ class AbstractMetric(eqx.Module):
     """
 
     @abc.abstractmethod
-    def factors(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
-                ) -> Float[Array, " n"]:
+    def factors(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, " n"]:
         raise NotImplementedError
 
     def scaled_factors(self, x, weights, log_shift):
@@ -93,7 +94,9 @@ class AttentionMetric(AbstractMetric):
 
 
 def riemannian_gradient(
-    energy: AbstractEnergy, metric: AbstractMetric, x: Float[Array, "n d"],
+    energy: AbstractEnergy,
+    metric: AbstractMetric,
+    x: Float[Array, "n d"],
     weights: Float[Array, " n"] | None = None,
 ) -> Float[Array, "n d"]:
     """grad E(x) in ``metric``: row i is P_{x_i} ∇_{x_i}E / g_i(x), with ∇E from autodiff.

@@ -36,7 +36,9 @@ def tangent(x: Float[Array, "*batch d"], v: Float[Array, "..."]) -> Float[Array,
     return v - jnp.sum(x * v, axis=-1, keepdims=True) * x
 
 
-def project_tangent(x: Float[Array, "*batch d"], v: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+def project_tangent(
+    x: Float[Array, "*batch d"], v: Float[Array, "*batch d"]
+) -> Float[Array, "*batch d"]:
     """P_x v = v − ⟨x, v⟩ x / |x|²: the tangent projection extended off the sphere.
 
     Unlike :func:`tangent` it satisfies ⟨x, P_x v⟩ = 0 for every non-zero x, so a flow driven by it
@@ -100,5 +102,11 @@ def geodesic(x: Float[Array, "n d"], v: Float[Array, "n d"], t) -> Float[Array, 
     return jnp.cos(t * norm) * x + jnp.where(norm > 0, jnp.sin(t * norm) / safe, t) * v
 
 
-__all__ = ["normalize", "tangent", "project_tangent", "random_tokens", "orthogonal_tokens",
-           "geodesic"]
+__all__ = [
+    "normalize",
+    "tangent",
+    "project_tangent",
+    "random_tokens",
+    "orthogonal_tokens",
+    "geodesic",
+]

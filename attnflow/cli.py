@@ -10,9 +10,14 @@ import sys
 
 SUBCOMMANDS = {
     "figure": ("attnflow.commands.figure", "make one of the paper's figures (PNG, .npz, .json)"),
-    "demo": ("attnflow.commands.demo", "cluster n random tokens under (SA) and plot the clustered fraction"),
-    "landscape": ("attnflow.commands.landscape",
-                  "survey critical points of E_beta: kinds, strict saddles, Problem 3"),
+    "demo": (
+        "attnflow.commands.demo",
+        "cluster n random tokens under (SA) and plot the clustered fraction",
+    ),
+    "landscape": (
+        "attnflow.commands.landscape",
+        "survey critical points of E_beta: kinds, strict saddles, Problem 3",
+    ),
 }
 
 

@@ -31,7 +31,8 @@ def test_every_public_name_is_documented():
     undocumented = [
         name
         for name in dir(attnflow)
-        if not name.startswith("_") and callable(getattr(attnflow, name))
+        if not name.startswith("_")
+        and callable(getattr(attnflow, name))
         and not (getattr(attnflow, name).__doc__ or "").strip()
     ]
     assert not undocumented, f"public names without a docstring: {undocumented}"

@@ -31,8 +31,11 @@ def test_rotation_equivariance_identity_weights(normalization):
 
 def test_fields_are_tangent():
     x = af.random_tokens(jr.key(5), 9, 5)
-    for field in (af.SelfAttention(1.0, causal=True), af.SelfAttention(1.0, normalization="n"),
-                  af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(0.5)])):
+    for field in (
+        af.SelfAttention(1.0, causal=True),
+        af.SelfAttention(1.0, normalization="n"),
+        af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(0.5)]),
+    ):
         np.testing.assert_allclose(jnp.sum(field(0.0, x, None) * x, axis=1), 0.0, atol=1e-14)
 
 
@@ -57,10 +60,14 @@ def test_attention_matrix_row_stochastic():
 def test_multihead_is_sum_of_heads_projected_once():
     x = af.random_tokens(jr.key(8), 6, 4)
     keys = jr.split(jr.key(9), 6)
-    heads = [af.SelfAttention(1.0, jr.normal(keys[0], (2, 4)), jr.normal(keys[1], (2, 4)),
-                              jr.normal(keys[2], (4, 4))),
-             af.SelfAttention(2.0, jr.normal(keys[3], (2, 4)), jr.normal(keys[4], (2, 4)),
-                              jr.normal(keys[5], (4, 4)))]
+    heads = [
+        af.SelfAttention(
+            1.0, jr.normal(keys[0], (2, 4)), jr.normal(keys[1], (2, 4)), jr.normal(keys[2], (4, 4))
+        ),
+        af.SelfAttention(
+            2.0, jr.normal(keys[3], (2, 4)), jr.normal(keys[4], (2, 4)), jr.normal(keys[5], (4, 4))
+        ),
+    ]
     ref = sum(sa_field_numpy(x, h.beta, h.Q, h.K, h.V) for h in heads)  # projection is linear
     np.testing.assert_allclose(af.MultiHeadAttention(heads)(0.0, x, None), ref, atol=1e-13)
 

@@ -23,8 +23,10 @@ def _symmetric_pair(key, k, d):
 
 def test_closed_form_field_matches_numpy():
     x = af.random_tokens(jr.key(0), 7, 4)
-    Q, K, V = (jr.normal(k, s) for k, s in zip(jr.split(jr.key(1), 3), [(3, 4), (3, 4), (4, 4)],
-                                              strict=True))
+    Q, K, V = (
+        jr.normal(k, s)
+        for k, s in zip(jr.split(jr.key(1), 3), [(3, 4), (3, 4), (4, 4)], strict=True)
+    )
     for norm in ("softmax", "n"):
         got = af.SelfAttention(BETA, Q, K, V, normalization=norm)(0.0, x, None)
         np.testing.assert_allclose(got, sa_field_numpy(x, BETA, Q, K, V, norm), atol=1e-13)
@@ -56,8 +58,9 @@ def test_attention_metric_gradient_is_sa_with_rectangular_qk():
     predicted = af.tangent(x, g) / Z[:, None]
     np.testing.assert_allclose(sa(0.0, x, None), predicted, atol=1e-12)
     Y = af.tangent(x, jr.normal(jr.key(5), x.shape))
-    np.testing.assert_allclose(jax.jvp(energy, (x,), (Y,))[1], jnp.sum(Z[:, None] * Y * predicted),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        jax.jvp(energy, (x,), (Y,))[1], jnp.sum(Z[:, None] * Y * predicted), rtol=1e-12
+    )
 
 
 def test_negative_control_nonsymmetric_qk():

@@ -7,11 +7,13 @@ Tokens with independent noise are independent paths, so one solve gives a whole 
 
 import functools
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from helpers import sa_field_numpy
 
 import attnflow as af
 
@@ -50,6 +52,7 @@ def _assert_mean_within(samples, expected, num_se=4.0):
 @pytest.mark.parametrize("form", ["stratonovich", "ito"])
 def test_mean_of_first_coordinate_decays_like_heat_semigroup(form):
     ys = _brownian(jr.key(0), _from_e1(PATHS), 0.02, form=form)
+    assert float(jnp.abs(ys[-1, 0] - ys[-1, 1]).max()) > 0.1  # independent paths
     for t, y in zip(np.asarray(TS), ys, strict=True):
         _assert_mean_within(y[:, 0], np.exp(-SIGMA * (D - 1) * t))
 
@@ -89,35 +92,65 @@ def test_ito_euler_norm_follows_its_exact_mean_recursion():
 
 
 def test_common_noise_moves_tokens_together():
+    # Tokens 0 and 1 start together: common noise keeps them together, and each token is still
+    # Brownian motion on the sphere (checked on token 2 over independent keys).
     x0 = jnp.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-    shared = _brownian(jr.key(4), x0, 0.02, common_noise=True)
-    np.testing.assert_array_equal(shared[:, 0], shared[:, 1])
-    independent = _brownian(jr.key(4), x0, 0.02)
-    assert float(jnp.abs(independent[-1, 0] - independent[-1, 1]).max()) > 0.1
-    # Each token is still Brownian motion on the sphere: check the marginal over many paths.
-    paths = jax.vmap(lambda k: _brownian(k, x0, 0.02, common_noise=True))(jr.split(jr.key(5), 500))
-    _assert_mean_within(paths[:, -1, 2, 1], np.exp(-SIGMA * (D - 1) * T))
+    paths = jax.jit(
+        jax.vmap(
+            lambda k: af.solve_sde(
+                None, x0, T, sigma=SIGMA, key=k, dt=0.02, form="ito", common_noise=True
+            ).ys[-1]
+        )
+    )(jr.split(jr.key(5), 1000))
+    np.testing.assert_array_equal(paths[:, 0], paths[:, 1])
+    _assert_mean_within(paths[:, 2, 1], np.exp(-SIGMA * (D - 1) * T))
+    _assert_mean_within(paths[:, 0, 0], np.exp(-SIGMA * (D - 1) * T))
+
+
+def _rk4_numpy(x, beta, t1, steps):
+    def f(y):
+        y = y / np.linalg.norm(y, axis=1, keepdims=True)
+        return sa_field_numpy(y, beta)
+
+    h = t1 / steps
+    for _ in range(steps):
+        k1 = f(x)
+        k2 = f(x + h / 2 * k1)
+        k3 = f(x + h / 2 * k2)
+        k4 = f(x + h * k3)
+        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return x
 
 
 def test_differentiable_pathwise_and_drift_is_the_field():
     x0 = af.random_tokens(jr.key(6), 4, D)
 
-    @jax.jit
-    def final(sigma, beta):
-        sol = af.solve_sde(af.SelfAttention(beta), x0, 0.5, sigma=sigma, key=jr.key(7), dt=0.05)
-        return sol.ys[-1]
-
     def loss(sigma, beta):
-        return jnp.sum(final(sigma, beta)[:, 0])
+        sol = af.solve_sde(
+            af.SelfAttention(beta),
+            x0,
+            0.5,
+            sigma=sigma,
+            key=jr.key(7),
+            dt=0.05,
+            solver=diffrax.Heun(),
+        )
+        return jnp.sum(sol.ys[-1][:, 0]), sol.ys[-1]
 
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(0.3, 1.5)
+    value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))
+    (_, x_sde), grads = value_and_grad(0.3, 1.5)
+    assert float(jnp.abs(x_sde - x0).max()) > 0.05
     eps = 1e-6
-    fd_sigma = (loss(0.3 + eps, 1.5) - loss(0.3 - eps, 1.5)) / (2 * eps)
-    fd_beta = (loss(0.3, 1.5 + eps) - loss(0.3, 1.5 - eps)) / (2 * eps)
+    fd_sigma = (value_and_grad(0.3 + eps, 1.5)[0][0] - value_and_grad(0.3 - eps, 1.5)[0][0]) / (
+        2 * eps
+    )
+    fd_beta = (value_and_grad(0.3, 1.5 + eps)[0][0] - value_and_grad(0.3, 1.5 - eps)[0][0]) / (
+        2 * eps
+    )
     np.testing.assert_allclose(grads, (fd_sigma, fd_beta), rtol=1e-5)
-    # With σ = 0 the SDE is the deterministic attention flow.
-    ode = af.solve(af.SelfAttention(1.5), x0, 0.5, rtol=1e-10, atol=1e-12).ys[-1]
-    np.testing.assert_allclose(final(0.0, 1.5), ode, atol=1e-5)
+    # With σ = 0 the SDE is the deterministic attention flow (Heun: second order in dt).
+    (_, x_ode), _ = value_and_grad(0.0, 1.5)
+    np.testing.assert_allclose(x_ode, _rk4_numpy(np.asarray(x0), 1.5, 0.5, 200), atol=1e-3)
 
 
 def test_float32():

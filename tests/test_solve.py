@@ -17,8 +17,13 @@ TIGHT = dict(rtol=1e-11, atol=1e-13, max_steps=20000)
 def _gamma_ode(n, beta, normalization):
     """(6.9) for SA and (6.10) for USA, written from MATH.md §4."""
     if normalization == "softmax":
-        return lambda t, g: 2 * np.exp(beta * g) * (1 - g) * ((n - 1) * g + 1) / (
-            np.exp(beta) + (n - 1) * np.exp(beta * g))
+        return lambda t, g: (
+            2
+            * np.exp(beta * g)
+            * (1 - g)
+            * ((n - 1) * g + 1)
+            / (np.exp(beta) + (n - 1) * np.exp(beta * g))
+        )
     return lambda t, g: 2 / n * np.exp(beta * g) * (1 - g) * ((n - 1) * g + 1)
 
 
@@ -28,8 +33,15 @@ def test_theorem_6_8_orthogonal_start(normalization):
     x0 = af.orthogonal_tokens(n, d, key=jr.key(0))
     ts = jnp.linspace(0.0, 3.0, 7)
     sol = af.solve(af.SelfAttention(beta, normalization=normalization), x0, 3.0, ts=ts, **TIGHT)
-    ref = solve_ivp(_gamma_ode(n, beta, normalization), (0, 3), [0.0], t_eval=np.asarray(ts),
-                    rtol=1e-12, atol=1e-14, method="DOP853").y[0]
+    ref = solve_ivp(
+        _gamma_ode(n, beta, normalization),
+        (0, 3),
+        [0.0],
+        t_eval=np.asarray(ts),
+        rtol=1e-12,
+        atol=1e-14,
+        method="DOP853",
+    ).y[0]
     off_diagonal = ~np.eye(n, dtype=bool)
     for k in range(len(ts)):
         g = np.asarray(af.gram(sol.ys[k]))[off_diagonal]
@@ -46,8 +58,10 @@ def _energy_rate_check(field, weights_rate, x0, t1, monotone):
     h = 1e-3
     for k in (5, 20, 35):
         # the field is autonomous: restart from ys[k] and difference E at 0, h, 2h (2nd order)
-        e0, e1, e2 = (float(energy(y)) for y in af.solve(
-            field, ys[k], 2 * h, ts=jnp.array([0.0, h, 2 * h]), **TIGHT).ys)
+        e0, e1, e2 = (
+            float(energy(y))
+            for y in af.solve(field, ys[k], 2 * h, ts=jnp.array([0.0, h, 2 * h]), **TIGHT).ys
+        )
         rate_fd = (-3 * e0 + 4 * e1 - e2) / (2 * h)
         np.testing.assert_allclose(rate_fd, weights_rate(ys[k]), rtol=1e-5, atol=1e-9)
 
@@ -88,8 +102,7 @@ def test_repulsive_energy_decreases_and_stays_on_sphere():
     np.testing.assert_allclose(jnp.linalg.norm(sol.ys, axis=-1), 1.0, atol=1e-14)
     # n = 6 = 2d in d = 3: the minimiser is the octahedron, energy (6e^β + 24 + 6e^{-β})/(2β·36).
     octahedron = (6 * np.e + 24 + 6 / np.e) / (2 * 36)
-    np.testing.assert_allclose(float(af.InteractionEnergy(beta)(sol.ys[-1])), octahedron,
-                               rtol=1e-7)
+    np.testing.assert_allclose(float(af.InteractionEnergy(beta)(sol.ys[-1])), octahedron, rtol=1e-7)
 
 
 def test_layers_converge_to_flow_with_order_one():
@@ -98,8 +111,9 @@ def test_layers_converge_to_flow_with_order_one():
     t1 = 2.0
     exact = af.solve(field, x0, t1, **TIGHT).ys[-1]
     hs = [0.1, 0.05, 0.025, 0.0125]
-    errors = [float(jnp.max(jnp.abs(af.layers(field, x0, round(t1 / h), h)[-1] - exact)))
-              for h in hs]
+    errors = [
+        float(jnp.max(jnp.abs(af.layers(field, x0, round(t1 / h), h)[-1] - exact))) for h in hs
+    ]
     slope = loglog_slope(hs, errors)
     assert 0.9 < slope < 1.15, (slope, errors)
 
@@ -108,12 +122,20 @@ def test_solver_orders_with_fixed_steps():
     x0 = af.random_tokens(jr.key(5), 5, 3)
     field = af.SelfAttention(3.0)
     exact = af.solve(field, x0, 3.0, rtol=1e-13, atol=1e-15, max_steps=100000).ys[-1]
-    for solver, order, dts in ((diffrax.Heun(), 2, [0.1, 0.05, 0.025]),
-                               (diffrax.Tsit5(), 5, [0.15, 0.075, 0.0375])):
+    for solver, order, dts in (
+        (diffrax.Heun(), 2, [0.1, 0.05, 0.025]),
+        (diffrax.Tsit5(), 5, [0.15, 0.075, 0.0375]),
+    ):
         errors = []
         for dt in dts:
-            y = af.solve(field, x0, 3.0, solver=solver, dt0=dt,
-                         stepsize_controller=diffrax.ConstantStepSize()).ys[-1]
+            y = af.solve(
+                field,
+                x0,
+                3.0,
+                solver=solver,
+                dt0=dt,
+                stepsize_controller=diffrax.ConstantStepSize(),
+            ).ys[-1]
             errors.append(float(jnp.max(jnp.abs(y - exact))))
         slope = loglog_slope(dts, errors)
         assert order - 0.3 < slope < order + 0.4, (type(solver).__name__, slope, errors)
@@ -124,8 +146,10 @@ def test_adaptive_error_tracks_tolerance():
     field = af.SelfAttention(1.0)
     exact = af.solve(field, x0, 3.0, **TIGHT).ys[-1]
     tols = [1e-4, 1e-6, 1e-8]
-    errors = [float(jnp.max(jnp.abs(af.solve(field, x0, 3.0, rtol=tol, atol=tol).ys[-1] - exact)))
-              for tol in tols]
+    errors = [
+        float(jnp.max(jnp.abs(af.solve(field, x0, 3.0, rtol=tol, atol=tol).ys[-1] - exact)))
+        for tol in tols
+    ]
     assert errors[0] > errors[1] > errors[2]
     assert all(e < 100 * tol for e, tol in zip(errors, tols, strict=True))
     assert 0.6 < loglog_slope(tols, errors) < 1.3

@@ -27,6 +27,7 @@ sys.exit(1 if failed else 0)
 
 
 def test_docstring_examples_pass_runtime_shape_checks():
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -46,13 +46,20 @@ def test_bad_tokens_under_jit():
         (dict(beta=-1.0), r"beta: expected a finite value >= 0, got -1.0"),
         (dict(beta=float("nan")), r"beta: expected a finite value >= 0, got nan"),
         (dict(beta=jnp.ones(2)), r"beta: expected a scalar, got shape \(2,\)"),
-        (dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((3, 3))),
-         r"Q, K: must have the same number of rows k.*Q \(2, 3\) and K \(3, 3\)"),
-        (dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((2, 4))),
-         r"Q, K, V: their column counts must all equal the token dimension d"),
+        (
+            dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((3, 3))),
+            r"Q, K: must have the same number of rows k.*Q \(2, 3\) and K \(3, 3\)",
+        ),
+        (
+            dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((2, 4))),
+            r"Q, K, V: their column counts must all equal the token dimension d",
+        ),
         (dict(beta=1.0, V=jnp.ones((3, 4))), r"V: expected a square \(d, d\) value matrix"),
         (dict(beta=1.0, Q=jnp.ones((2, 3))), r"K: is missing \(identity\) so Q must be square"),
-        (dict(beta=1.0, V=jnp.ones(3)), r"V: expected a matrix of shape \(d, d\), got shape \(3,\)"),
+        (
+            dict(beta=1.0, V=jnp.ones(3)),
+            r"V: expected a matrix of shape \(d, d\), got shape \(3,\)",
+        ),
         (dict(beta=1.0, normalization="sum"), r"normalization: expected 'softmax' \(SA\) or 'n'"),
     ],
 )
@@ -63,7 +70,9 @@ def test_bad_attention_parameters(kwargs, message):
 
 def test_dimension_mismatch_between_tokens_and_matrices():
     field = af.SelfAttention(1.0, V=jnp.eye(5))
-    with pytest.raises(ValueError, match=r"x: tokens have dimension d = 3 but Q, K, V act on d = 5"):
+    with pytest.raises(
+        ValueError, match=r"x: tokens have dimension d = 3 but Q, K, V act on d = 5"
+    ):
         field(0.0, X, None)
 
 
@@ -88,7 +97,9 @@ def test_bad_heads_and_beta_under_jit():
     with pytest.raises(ValueError, match="heads: expected at least one"):
         af.MultiHeadAttention([])
     with pytest.raises(ValueError, match="heads: all heads must act on the same d"):
-        af.MultiHeadAttention([af.SelfAttention(1.0, V=jnp.eye(2)), af.SelfAttention(1.0, V=jnp.eye(3))])
+        af.MultiHeadAttention(
+            [af.SelfAttention(1.0, V=jnp.eye(2)), af.SelfAttention(1.0, V=jnp.eye(3))]
+        )
     field_of = jax.jit(lambda b: af.SelfAttention(b)(0.0, X, None))
     with pytest.raises(RUNTIME_ERRORS, match="beta: expected a finite value >= 0"):
         field_of(-1.0)

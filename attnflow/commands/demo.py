@@ -1,4 +1,4 @@
-"""``attnflow demo``: n random tokens clustering under (SA); prints and plots the clustered fraction."""
+"""``attnflow demo``: n random tokens clustering under (SA); prints and plots their clustering."""
 
 import json
 import pathlib
@@ -42,12 +42,24 @@ def run(args) -> int:
     elapsed = time.perf_counter() - start
     for t, f, c in list(zip(ts, fractions, clusters, strict=True))[:: max(1, args.steps // 10)]:
         print(f"t = {t:6.2f}   clustered fraction = {f:.3f}   clusters = {c}")
-    np.savez(out / "demo.npz", ts=ts, xs=np.asarray(jnp.stack(xs)), clustered_fraction=fractions,
-             clusters=clusters)
-    (out / "demo.json").write_text(json.dumps({**{k: v for k, v in vars(args).items()
-                                                   if not k.startswith("_")},
-                                               "seconds": elapsed}, indent=2))
-    plot.clustered_fraction_curve(ts, np.asarray(fractions), path=out / "demo.png",
-                                  title=f"(SA) n={args.n} d={args.d} β={args.beta}")
+    np.savez(
+        out / "demo.npz",
+        ts=ts,
+        xs=np.asarray(jnp.stack(xs)),
+        clustered_fraction=fractions,
+        clusters=clusters,
+    )
+    (out / "demo.json").write_text(
+        json.dumps(
+            {**{k: v for k, v in vars(args).items() if not k.startswith("_")}, "seconds": elapsed},
+            indent=2,
+        )
+    )
+    plot.clustered_fraction_curve(
+        ts,
+        np.asarray(fractions),
+        path=out / "demo.png",
+        title=f"(SA) n={args.n} d={args.d} β={args.beta}",
+    )
     print(f"wrote {out / 'demo.png'}, {out / 'demo.npz'}")
     return 0

@@ -10,10 +10,16 @@ from attnflow.figures import FIGURES
 def configure(parser):
     parser.add_argument("name", choices=sorted(FIGURES), help="which figure")
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_const", const="quick", dest="preset",
-                      help="test-sized run (seconds)")
-    size.add_argument("--full", action="store_const", const="full", dest="preset",
-                      help="paper resolution")
+    size.add_argument(
+        "--quick",
+        action="store_const",
+        const="quick",
+        dest="preset",
+        help="test-sized run (seconds)",
+    )
+    size.add_argument(
+        "--full", action="store_const", const="full", dest="preset", help="paper resolution"
+    )
     parser.set_defaults(preset="default")
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument("--out", default="attnflow-figures", help="output folder")

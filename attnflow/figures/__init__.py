@@ -8,4 +8,9 @@
 Register the module in ``FIGURES`` below.
 """
 
-FIGURES: dict[str, str] = {}
+FIGURES: dict[str, str] = {
+    "fig4": "attnflow.figures.fig4",
+    "fig6": "attnflow.figures.fig6",
+    "staircase": "attnflow.figures.staircase",
+    "movie": "attnflow.figures.movie",
+}

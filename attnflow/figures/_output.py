@@ -22,8 +22,9 @@ def versions() -> dict[str, str]:
     return found
 
 
-def write_outputs(out: pathlib.Path, name: str, fig, data: dict, params: dict,
-                  timings: dict) -> list[pathlib.Path]:
+def write_outputs(
+    out: pathlib.Path, name: str, fig, data: dict, params: dict, timings: dict
+) -> list[pathlib.Path]:
     """Save ``fig`` as ``out/NAME.png``, ``data`` (arrays) as ``NAME.npz`` and a JSON record of
     ``params``, package versions, the machine and ``timings`` (seconds). Returns the three paths."""
     import jax
@@ -40,8 +41,11 @@ def write_outputs(out: pathlib.Path, name: str, fig, data: dict, params: dict,
         "params": params,
         "timings_s": timings,
         "versions": versions(),
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                    "devices": [str(d) for d in jax.devices()]},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "devices": [str(d) for d in jax.devices()],
+        },
         "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     js.write_text(json.dumps(record, indent=2, default=str))

@@ -106,11 +106,12 @@ def hessian_kernel_curves(taus, values, betas, tau_stars=None, *, normalize=True
     for k, beta in enumerate(betas):
         color = colors[k % len(colors)]
         scale = np.exp(-beta) if normalize else 1.0
-        ax.plot(taus, values[k] * scale, color=color, lw=2, label=f"β = {beta:g}")
+        ax.plot(taus, values[k] * scale, color=color, lw=2, label=rf"$\beta = {beta:g}$")
         if tau_stars is not None:
             for sign in (-1, 1):
                 ax.axvline(sign * tau_stars[k], color=color, ls="--", lw=1)
-    ax.set(xlabel="τ", ylabel="g_β(τ) e^{−β}" if normalize else "g_β(τ)",
+    ax.set(xlabel=r"$\tau$",
+           ylabel=r"$g_\beta(\tau)\, e^{-\beta}$" if normalize else r"$g_\beta(\tau)$",
            xlim=(taus[0], taus[-1]))
     ax.legend(frameon=False)
     finish(fig, path)

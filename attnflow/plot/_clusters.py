@@ -2,6 +2,7 @@
 dynamic metastability, and Fig. 1-style histograms of pairwise inner products."""
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from ._common import finish, plt
 
@@ -32,8 +33,7 @@ def cluster_count_curve(ts, counts, *, ax=None, path=None, label=None, color=Non
     ax.set(xlabel="t", ylabel="clusters", title=title)
     if logx:
         ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(plt.ScalarFormatter())
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     if label is not None:
         ax.legend(frameon=False)
@@ -73,7 +73,7 @@ def cluster_count_histogram(counts, *, labels=None, ax=None, path=None, title=No
 
 
 def energy_staircase(ts, energy, *, levels=None, merge_times=None, ax=None, path=None,
-                     title=None, ylabel="2β e^{−β} E_β"):
+                     title=None, ylabel=r"$2\beta e^{-\beta} E_\beta$"):
     """The normalised energy against log time, with the plateau levels Σ_q m_q² (``levels``:
     (T,), drawn dashed) and vertical lines at the cluster merges (``merge_times``). Times ≤ 0
     are not drawn on the log axis. Returns the axes.

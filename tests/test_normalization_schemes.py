@@ -1,0 +1,150 @@
+"""Normalisation placements: each layer map keeps tokens where they belong, converges to its flow
+at order 1 in the step, and pre-LN's radius bookkeeping agrees with an independent polar-form
+integration."""
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+import scipy.integrate
+
+import attnflow as af
+
+N, D = 5, 3
+Q, K, V = jr.normal(jr.key(0), (3, D, D)) / np.sqrt(D)
+SUBLAYER = af.AttentionSublayer(af.SelfAttention(2.0, Q, K, V + jnp.eye(D)))
+SCHEMES = {
+    "post-LN": af.PostLN(),
+    "pre-LN": af.PreLN(),
+    "peri-LN": af.PeriLN(),
+    "nGPT": af.NGPT(jnp.array([0.5, 1.0, 2.0])),
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_layers_converge_to_the_flow_at_order_one(name):
+    scheme = SCHEMES[name]
+    x0 = af.random_tokens(jr.key(1), N, D)
+    t1 = 1.0
+    reference = scheme.solve(SUBLAYER, x0, t1, rtol=1e-11, atol=1e-12).ys[-1]
+    layer = jax.jit(lambda t, z, h: scheme.layer(SUBLAYER, t, z, h))
+    steps = [1 / 8, 1 / 16, 1 / 32, 1 / 64]
+    errors = []
+    for h in steps:
+        z = x0
+        for k in range(round(t1 / h)):
+            z = layer(k * h, z, h)
+        errors.append(float(jnp.abs(z - reference).max()))
+    slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert 0.9 < slope < 1.1, f"{name}: slope {slope:.3f}, errors {errors}"
+
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_layers_scan_matches_the_layer_map(name):
+    scheme = SCHEMES[name]
+    x0 = af.random_tokens(jr.key(2), N, D)
+    zs = scheme.layers(SUBLAYER, x0, 3, 0.2, t0=1.0)
+    z = x0
+    for k in range(3):
+        z = scheme.layer(SUBLAYER, 1.0 + 0.2 * k, z, 0.2)
+        np.testing.assert_allclose(zs[k + 1], z, atol=1e-14)
+    radii = scheme.radius(zs)
+    if scheme.on_sphere:
+        np.testing.assert_allclose(radii, 1.0, atol=1e-14)
+    np.testing.assert_allclose(scheme.tokens(zs), zs / radii[..., None], atol=1e-15)
+
+
+def test_post_ln_is_the_papers_discrete_transformer():
+    x0 = af.random_tokens(jr.key(3), N, D)
+    field = af.SelfAttention(2.0, Q, K, V)
+    np.testing.assert_allclose(af.PostLN().layers(field, x0, 6, 0.1), af.layers(field, x0, 6, 0.1),
+                               atol=1e-15)
+    np.testing.assert_allclose(
+        af.PostLN().solve(af.AttentionSublayer(field), x0, 1.0).ys, af.solve(field, x0, 1.0).ys,
+        atol=1e-12)
+
+
+def test_single_token_radius_grows_linearly():
+    """One token attends only to itself: g(x) = x, so pre- and peri-LN add h to the radius per
+    layer (r_k = 1 + k h) while post-LN and nGPT leave it where it is."""
+    x0 = af.normalize(jnp.array([[0.6, -0.8, 0.0]]))
+    sublayer = af.AttentionSublayer(af.SelfAttention(3.0))
+    for name, scheme in SCHEMES.items():
+        zs = scheme.layers(sublayer, x0, 4, 0.25)
+        expected = 1.0 if scheme.on_sphere else 1.0 + 0.25 * np.arange(5)
+        np.testing.assert_allclose(scheme.radius(zs)[:, 0], expected, atol=1e-14, err_msg=name)
+        np.testing.assert_allclose(scheme.tokens(zs)[:, 0], jnp.broadcast_to(x0[0], (5, 3)),
+                                   atol=1e-14, err_msg=name)
+
+
+def test_peri_ln_radius_moves_at_most_one_step_per_layer():
+    z0 = 2.0 * af.random_tokens(jr.key(4), N, D)
+    zs = af.PeriLN().layers(SUBLAYER, z0, 20, 0.1)
+    increments = np.linalg.norm(np.diff(np.asarray(zs), axis=0), axis=-1)
+    np.testing.assert_allclose(increments, 0.1, atol=1e-14)  # N(g) is a unit vector
+    assert np.all(np.abs(np.diff(np.asarray(af.PeriLN().radius(zs)), axis=0)) <= 0.1 + 1e-14)
+
+
+def test_pre_ln_polar_form_against_scipy():
+    """ż = g(z/|z|) in R^{n×d} (attnflow) against the polar form ẋ_i = P^⊥ g_i(x)/r_i,
+    ṙ_i = ⟨x_i, g_i(x)⟩ (scipy), for (SA) with Q = K = V = I, β = 1."""
+    beta, t1 = 1.0, 3.0
+    z0 = af.random_tokens(jr.key(5), N, D) * jnp.linspace(0.5, 2.0, N)[:, None]
+
+    def g(x):
+        w = np.exp(beta * x @ x.T)
+        return (w / w.sum(1, keepdims=True)) @ x
+
+    def polar(t, state):
+        x, r = state[: N * D].reshape(N, D), state[N * D:]
+        out = g(x)
+        radial = np.sum(x * out, axis=1)
+        return np.concatenate([((out - radial[:, None] * x) / r[:, None]).ravel(), radial])
+
+    z0_np = np.asarray(z0)
+    r0 = np.linalg.norm(z0_np, axis=1)
+    state0 = np.concatenate([(z0_np / r0[:, None]).ravel(), r0])
+    ref = scipy.integrate.solve_ivp(polar, (0, t1), state0, rtol=1e-12, atol=1e-12,
+                                    method="DOP853").y[:, -1]
+    x_ref, r_ref = ref[: N * D].reshape(N, D), ref[N * D:]
+    sol = af.PreLN().solve(af.AttentionSublayer(af.SelfAttention(beta)), z0, t1, rtol=1e-11,
+                           atol=1e-12)
+    z1 = sol.ys[-1]
+    np.testing.assert_allclose(af.PreLN().radius(z1), r_ref, rtol=1e-8)
+    np.testing.assert_allclose(af.PreLN().tokens(z1), x_ref / np.linalg.norm(
+        x_ref, axis=1, keepdims=True), atol=1e-8)
+
+
+def test_multi_head_sublayer_sums_heads():
+    x = af.random_tokens(jr.key(6), N, D)
+    heads = [af.SelfAttention(1.0), af.SelfAttention(2.0, V=V)]
+    total = heads[0].attention_output(x) + heads[1].attention_output(x)
+    np.testing.assert_allclose(af.AttentionSublayer(af.MultiHeadAttention(heads))(0.0, x),
+                               total, atol=1e-15)
+
+
+def test_float32():
+    x0 = af.random_tokens(jr.key(7), N, D, dtype=jnp.float32)
+    sublayer = af.AttentionSublayer(af.SelfAttention(50.0))
+    for scheme in SCHEMES.values():
+        zs = scheme.layers(sublayer, x0, 5, 0.1)
+        assert zs.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(zs)))
+
+
+def test_bad_inputs():
+    x0 = af.random_tokens(jr.key(8), N, D)
+    with pytest.raises(ValueError, match="rate: expected positive"):
+        af.NGPT(-1.0)
+    with pytest.raises(ValueError, match="rate: expected a scalar or a \\(d,\\) vector"):
+        af.NGPT(jnp.ones((2, 2)))
+    with pytest.raises(ValueError, match="vector rate must have the token dimension d = 3"):
+        af.NGPT(jnp.ones(4)).layers(SUBLAYER, x0, 1, 0.1)
+    with pytest.raises(ValueError, match="attention: expected a module with attention_output"):
+        af.AttentionSublayer(af.InteractionEnergy(1.0))
+    with pytest.raises(ValueError, match="unit sphere"):
+        af.PostLN().layers(SUBLAYER, 2 * x0, 1, 0.1)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        af.PreLN().layers(SUBLAYER, x0.at[0, 0].set(jnp.nan), 1, 0.1)
+    with pytest.raises(ValueError, match="num_layers"):
+        af.PreLN().layers(SUBLAYER, x0, -1, 0.1)
