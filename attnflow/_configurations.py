@@ -17,9 +17,8 @@ inner products (Schläfli, Gosset, Leech, …), so :func:`optimal_energy` covers
 import itertools
 import math
 
-import numpy as np
-
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._check import check_beta, check_shape_tokens
@@ -51,8 +50,9 @@ def simplex(n: int, d: int | None = None, dtype=None) -> Float[Array, "n d"]:
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n > d + 1:
-        raise ValueError(f"n: a regular simplex in R^{d} has at most d + 1 = {d + 1} vertices, "
-                         f"got n = {n}")
+        raise ValueError(
+            f"n: a regular simplex in R^{d} has at most d + 1 = {d + 1} vertices, got n = {n}"
+        )
     if n == 1:
         return _as_tokens(np.eye(1, d), dtype)
     centred = np.eye(n) - 1.0 / n
@@ -102,8 +102,9 @@ def icosahedron(dtype=None) -> Float[Array, "12 3"]:
         >>> theory.icosahedron().shape
         (12, 3)
     """
-    points = [np.roll([0.0, s1, s2 * _PHI], k) for k in range(3) for s1 in (1, -1)
-              for s2 in (1, -1)]
+    points = [
+        np.roll([0.0, s1, s2 * _PHI], k) for k in range(3) for s1 in (1, -1) for s2 in (1, -1)
+    ]
     return _as_tokens(np.array(points), dtype)
 
 
@@ -167,8 +168,7 @@ def e8_roots(dtype=None) -> Float[Array, "240 8"]:
             v = np.zeros(8)
             v[i], v[j] = si, sj
             points.append(v)
-    points += [np.array(s) / 2 for s in itertools.product((1.0, -1.0), repeat=8)
-               if np.prod(s) > 0]
+    points += [np.array(s) / 2 for s in itertools.product((1.0, -1.0), repeat=8) if np.prod(s) > 0]
     return _as_tokens(np.array(points), dtype)
 
 
@@ -191,12 +191,16 @@ KNOWN_SPECTRA = {
     "simplex": lambda n, d: ((-1.0 / (n - 1), float(n - 1)),) if n > 1 else (),
     "cross-polytope": lambda n, d: ((-1.0, 1.0), (0.0, float(2 * d - 2))),
     "polygon": lambda n, d: _polygon_spectrum(n),
-    "icosahedron": lambda n, d: ((-1.0, 1.0), (-5 ** -0.5, 5.0), (5 ** -0.5, 5.0)),
+    "icosahedron": lambda n, d: ((-1.0, 1.0), (-(5**-0.5), 5.0), (5**-0.5, 5.0)),
     "5-demicube": lambda n, d: ((-0.6, 5.0), (0.2, 10.0)),
-    "600-cell": lambda n, d: tuple(
-        (s * v, m) for v, m in (((1 + 5 ** 0.5) / 4, 12.0), (0.5, 20.0), ((5 ** 0.5 - 1) / 4, 12.0))
-        for s in (-1.0, 1.0)
-    ) + ((-1.0, 1.0), (0.0, 30.0)),
+    "600-cell": lambda n, d: (
+        tuple(
+            (s * v, m)
+            for v, m in (((1 + 5**0.5) / 4, 12.0), (0.5, 20.0), ((5**0.5 - 1) / 4, 12.0))
+            for s in (-1.0, 1.0)
+        )
+        + ((-1.0, 1.0), (0.0, 30.0))
+    ),
     "schlafli": lambda n, d: ((-0.5, 10.0), (0.25, 16.0)),
     "gosset": lambda n, d: ((-1.0, 1.0), (-1 / 3, 27.0), (1 / 3, 27.0)),
     "e8": lambda n, d: ((-1.0, 1.0), (-0.5, 56.0), (0.0, 126.0), (0.5, 56.0)),
@@ -207,8 +211,14 @@ KNOWN_SPECTRA = {
     "891-22": lambda n, d: ((-0.5, 42.0), (-0.125, 512.0), (0.25, 336.0)),
     "equiangular-552": lambda n, d: ((-1.0, 1.0), (-0.2, 275.0), (0.2, 275.0)),
     "kissing-4600": lambda n, d: ((-1.0, 1.0), (-1 / 3, 891.0), (0.0, 2816.0), (1 / 3, 891.0)),
-    "leech": lambda n, d: ((-1.0, 1.0), (-0.5, 4600.0), (-0.25, 47104.0), (0.0, 93150.0),
-                           (0.25, 47104.0), (0.5, 4600.0)),
+    "leech": lambda n, d: (
+        (-1.0, 1.0),
+        (-0.5, 4600.0),
+        (-0.25, 47104.0),
+        (0.0, 93150.0),
+        (0.25, 47104.0),
+        (0.5, 4600.0),
+    ),
 }
 """Inner products : average multiplicity per point of the known optima, MATH.md §8 table.
 
@@ -218,10 +228,20 @@ families (simplex, cross-polytope, polygon) fit the same table.
 """
 
 _SIZES = {
-    "icosahedron": (12, 3), "5-demicube": (16, 5), "600-cell": (120, 4), "schlafli": (27, 6),
-    "gosset": (56, 7), "e8": (240, 8), "112-21": (112, 21), "162-21": (162, 21),
-    "higman-sims": (100, 22), "mclaughlin": (275, 22), "891-22": (891, 22),
-    "equiangular-552": (552, 23), "kissing-4600": (4600, 23), "leech": (196560, 24),
+    "icosahedron": (12, 3),
+    "5-demicube": (16, 5),
+    "600-cell": (120, 4),
+    "schlafli": (27, 6),
+    "gosset": (56, 7),
+    "e8": (240, 8),
+    "112-21": (112, 21),
+    "162-21": (162, 21),
+    "higman-sims": (100, 22),
+    "mclaughlin": (275, 22),
+    "891-22": (891, 22),
+    "equiangular-552": (552, 23),
+    "kissing-4600": (4600, 23),
+    "leech": (196560, 24),
 }
 
 
@@ -232,15 +252,17 @@ def _size(name: str, n: int | None, d: int | None) -> tuple[int, int]:
         fixed = _SIZES[name]
         for label, given, value in (("n", n, fixed[0]), ("d", d, fixed[1])):
             if given is not None and int(given) != value:
-                raise ValueError(f"{label}: the {name} configuration has {label} = {value}, "
-                                 f"got {given}")
+                raise ValueError(
+                    f"{label}: the {name} configuration has {label} = {value}, got {given}"
+                )
         return fixed
     if name == "simplex":
         n = _require(name, n, "n")
         d = max(n - 1, 2) if d is None else int(d)
         if n > d + 1:
-            raise ValueError(f"n: a regular simplex in R^{d} has at most {d + 1} vertices, "
-                             f"got n = {n}")
+            raise ValueError(
+                f"n: a regular simplex in R^{d} has at most {d + 1} vertices, got n = {n}"
+            )
         return n, d
     if name == "cross-polytope":
         d = _require(name, d, "d")
@@ -253,8 +275,9 @@ def _size(name: str, n: int | None, d: int | None) -> tuple[int, int]:
     return n, 2
 
 
-def known_spectrum(name: str, *, n: int | None = None, d: int | None = None
-                   ) -> tuple[tuple[float, float], ...]:
+def known_spectrum(
+    name: str, *, n: int | None = None, d: int | None = None
+) -> tuple[tuple[float, float], ...]:
     """Distinct inner products of a known optimum with their average multiplicity per point.
 
     ``name`` is a key of :data:`KNOWN_SPECTRA`; the families need ``n`` (simplex, polygon) or
@@ -269,8 +292,9 @@ def known_spectrum(name: str, *, n: int | None = None, d: int | None = None
     return tuple(sorted(KNOWN_SPECTRA[name](n, d)))
 
 
-def optimal_energy(name: str, beta, *, n: int | None = None, d: int | None = None
-                   ) -> Float[Array, ""]:
+def optimal_energy(
+    name: str, beta, *, n: int | None = None, d: int | None = None
+) -> Float[Array, ""]:
     """E_β of a known optimum from its inner-product spectrum, without constructing it:
 
         E_β = 1/(2βn²) Σ_ij exp(β⟨x_i, x_j⟩) = e^β/(2βn) · (1 + Σ_k m_k exp(β(t_k − 1))),
@@ -301,8 +325,9 @@ _CONSTRUCTORS = {
 }
 
 
-def optimal_configuration(name: str, *, n: int | None = None, d: int | None = None,
-                          dtype=None) -> Float[Array, "n d"]:
+def optimal_configuration(
+    name: str, *, n: int | None = None, d: int | None = None, dtype=None
+) -> Float[Array, "n d"]:
     """Construct a known optimum by name: "simplex" (n, optional d), "cross-polytope" (d),
     "polygon" (n), "icosahedron", "5-demicube", "600-cell", "e8".
 
@@ -316,13 +341,16 @@ def optimal_configuration(name: str, *, n: int | None = None, d: int | None = No
     """
     n, d = _size(name, n, d)
     if name not in _CONSTRUCTORS:
-        raise ValueError(f"name: {name!r} is known only through its spectrum (not constructed); "
-                         f"constructible: {sorted(_CONSTRUCTORS)}")
+        raise ValueError(
+            f"name: {name!r} is known only through its spectrum (not constructed); "
+            f"constructible: {sorted(_CONSTRUCTORS)}"
+        )
     return _CONSTRUCTORS[name](n, d, dtype)
 
 
-def inner_product_spectrum(x: Float[Array | np.ndarray, "n d"], tol: float = 1e-6
-                           ) -> tuple[np.ndarray, np.ndarray]:
+def inner_product_spectrum(
+    x: Float[Array | np.ndarray, "n d"], tol: float = 1e-6
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct inner products ⟨x_i, x_j⟩ (i ≠ j) with their average multiplicity per point.
 
     Sorted off-diagonal Gram entries are split wherever consecutive values differ by more than
@@ -347,8 +375,10 @@ def inner_product_spectrum(x: Float[Array | np.ndarray, "n d"], tol: float = 1e-
     entries = np.sort(gram[~np.eye(n, dtype=bool)])
     breaks = np.flatnonzero(np.diff(entries) > tol) + 1
     groups = np.split(entries, breaks)
-    return (np.array([g.mean() for g in groups]),
-            np.array([g.size / n for g in groups], dtype=np.float64))
+    return (
+        np.array([g.mean() for g in groups]),
+        np.array([g.size / n for g in groups], dtype=np.float64),
+    )
 
 
 def _zonal_polynomials(t: np.ndarray, d: int, degree: int) -> np.ndarray:
@@ -360,13 +390,15 @@ def _zonal_polynomials(t: np.ndarray, d: int, degree: int) -> np.ndarray:
     values = [np.ones_like(t), t.copy()]
     lam = (d - 2) / 2
     for k in range(2, degree + 1):
-        values.append((2 * (k + lam - 1) * t * values[-1] - (k - 1) * values[-2])
-                      / (k + 2 * lam - 1))
+        values.append(
+            (2 * (k + lam - 1) * t * values[-1] - (k - 1) * values[-2]) / (k + 2 * lam - 1)
+        )
     return np.stack(values[: degree + 1])
 
 
-def design_strength(x: Float[Array | np.ndarray, "n d"], max_degree: int = 20,
-                    tol: float = 1e-8) -> int:
+def design_strength(
+    x: Float[Array | np.ndarray, "n d"], max_degree: int = 20, tol: float = 1e-8
+) -> int:
     """The largest t ≤ ``max_degree`` such that x is a spherical t-design (MATH.md §8, Def. 9.1).
 
     Uses the Delsarte–Goethals–Seidel criterion: x is a t-design iff
@@ -390,6 +422,18 @@ def design_strength(x: Float[Array | np.ndarray, "n d"], max_degree: int = 20,
     return max_degree
 
 
-__all__ = ["KNOWN_SPECTRA", "cell600", "cross_polytope", "demicube5", "design_strength",
-           "e8_roots", "icosahedron", "inner_product_spectrum", "known_spectrum",
-           "optimal_configuration", "optimal_energy", "regular_polygon", "simplex"]
+__all__ = [
+    "KNOWN_SPECTRA",
+    "cell600",
+    "cross_polytope",
+    "demicube5",
+    "design_strength",
+    "e8_roots",
+    "icosahedron",
+    "inner_product_spectrum",
+    "known_spectrum",
+    "optimal_configuration",
+    "optimal_energy",
+    "regular_polygon",
+    "simplex",
+]

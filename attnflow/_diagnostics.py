@@ -1,8 +1,10 @@
 """Clustering diagnostics: clusters of one system of tokens, inner-product histograms of any
 array of hidden states, and the energy along a trajectory."""
 
+import functools
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -184,11 +186,16 @@ def inner_product_histogram(
     if not lo < hi:
         raise ValueError(f"range: expected (lo, hi) with lo < hi, got {range}")
     bins = int(bins)
-    dtype = jnp.result_type(x)
     # NumPy's edges, bit for bit (jnp.linspace rounds differently, e.g. at 0).
-    edges = jnp.asarray(np.linspace(lo, hi, bins + 1), dtype)
-    n = shape[-2]
-    rows, cols = jnp.triu_indices(n, k=1)
+    edges = jnp.asarray(np.linspace(lo, hi, bins + 1), jnp.result_type(x))
+    flat = jnp.reshape(x, (-1, *shape[-2:]))
+    hist = _histograms(flat, edges, bins, lo, hi, bool(normalize), bool(density))
+    return jnp.reshape(hist, (*shape[:-2], bins)), edges
+
+
+@functools.partial(jax.jit, static_argnames=("bins", "lo", "hi", "normalize", "density"))
+def _histograms(flat, edges, bins, lo, hi, normalize, density):
+    rows, cols = jnp.triu_indices(flat.shape[-2], k=1)
 
     def one(h):
         if normalize:
@@ -204,14 +211,13 @@ def inner_product_histogram(
                           index + 1, index)
         valid = (s >= lo) & (s <= hi)
         index = jnp.where(valid, index, bins)
-        return jnp.zeros((bins + 1,), dtype).at[index].add(1)[:bins]
+        return jnp.zeros((bins + 1,), flat.dtype).at[index].add(1)[:bins]
 
-    flat = jnp.reshape(x, (-1, n, shape[-1]))
     hist = jax.vmap(one)(flat)
     if density:
         total = jnp.sum(hist, axis=-1, keepdims=True)
         hist = hist / (jnp.where(total > 0, total, 1) * ((hi - lo) / bins))
-    return jnp.reshape(hist, (*shape[:-2], bins)), edges
+    return hist
 
 
 def energy_along(
@@ -253,8 +259,11 @@ def energy_along(
         raise ValueError(f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "
                          f"{type(energy).__name__}")
     flat = jnp.reshape(trajectory, (-1, *shape[-2:]))
+    return jnp.reshape(_energies(flat, energy, weights, log_shift), shape[:-2])
+
+
+@eqx.filter_jit
+def _energies(flat, energy, weights, log_shift):
     if log_shift is None:
-        values = jax.vmap(lambda x: energy(x, weights))(flat)
-    else:
-        values = jax.vmap(lambda x: energy.scaled(x, weights, log_shift))(flat)
-    return jnp.reshape(values, shape[:-2])
+        return jax.vmap(lambda x: energy(x, weights))(flat)
+    return jax.vmap(lambda x: energy.scaled(x, weights, log_shift))(flat)

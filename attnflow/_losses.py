@@ -114,7 +114,7 @@ def sinkhorn_divergence(
     if not is_traced(epsilon) and not float(epsilon) > 0:
         raise ValueError(f"epsilon: expected a value > 0, got {float(epsilon)}")
     epsilon = jnp.asarray(epsilon, x.dtype)
-    value, converged = _ott_divergence(x, y, a, b, epsilon, threshold, max_iterations)
+    value, converged = _jit_ott_divergence(x, y, a, b, epsilon, threshold, max_iterations)
     return eqx.error_if(
         value,
         ~converged,
@@ -168,3 +168,5 @@ def _ott_divergence_bwd(threshold, max_iterations, vjp, cotangents):
 
 
 _ott_divergence.defvjp(_ott_divergence_fwd, _ott_divergence_bwd)
+# Compiled once per shape: ott-jax run op by op costs seconds per call.
+_jit_ott_divergence = jax.jit(_ott_divergence, static_argnums=(5, 6))

@@ -7,6 +7,8 @@ log factor for d − 1 = 2, n^{-1/2} for d − 1 = 1). The sliced distance below
 n^{-1/2} in every dimension: it measures the same convergence without the curse of dimension.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -92,10 +94,14 @@ def von_mises_fisher(
     if n < 1:
         raise ValueError(f"n: expected at least one sample, got n = {n}")
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
-    mean = mean.astype(dtype)
-    d = mean.shape[0]
+    return _sample_vmf(key, mean.astype(dtype), jnp.asarray(kappa, dtype), n)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _sample_vmf(key, mean, kappa, n):
+    d, dtype = mean.shape[0], mean.dtype
     k_w, k_v = jr.split(key)
-    w = _vmf_cosines(k_w, jnp.asarray(kappa, dtype), d, n, dtype)
+    w = _vmf_cosines(k_w, kappa, d, n, dtype)
     g = jr.normal(k_v, (n, d), dtype)
     v = g - (g @ mean)[:, None] * mean[None, :]
     v = v / jnp.linalg.norm(v, axis=1, keepdims=True)

@@ -122,6 +122,8 @@ def solve_sde(
         max_steps = math.ceil((float(t1) - float(t0)) / float(dt) * (1 + 1e-9)) + 1
     if solver is None:
         solver = diffrax.SlowRK() if form == "stratonovich" else diffrax.Euler()
+    # Times in the tokens' dtype: float64 times would silently promote float32 tokens.
+    t0, t1, dt = (jnp.asarray(v, dtype=dtype) for v in (t0, t1, dt))
     sigma = jnp.asarray(sigma, dtype=dtype)
     scale = jnp.sqrt(2 * sigma)
 

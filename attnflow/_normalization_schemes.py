@@ -5,12 +5,12 @@ A scheme acts with a *sublayer* g(t, x, args) -> (n, d): the raw output of a blo
 attention output Σ_j a_ij V x_j before any projection; see :class:`AttentionSublayer`), always
 evaluated at normalised tokens x. With z the residual stream and h the step:
 
-| scheme  | layer map                                          | flow (h → 0)                       |
-|---------|----------------------------------------------------|------------------------------------|
-| post-LN | z ← N(z + h g(z))                 (GLPR §2, §1.12) | ż = P^⊥_z g(z), on the sphere      |
-| pre-LN  | z ← z + h g(N(z))                                  | ż = g(z/|z|)                       |
-| peri-LN | z ← z + h N(g(N(z)))                               | ż = N(g(z/|z|))                    |
-| nGPT    | z ← N(z + h α ⊙ (N(g(z)) − z))                     | ż = P^⊥_z (α ⊙ (N(g(z)) − z))      |
+| scheme  | layer map                                 | flow (h → 0)                   |
+|---------|-------------------------------------------|--------------------------------|
+| post-LN | z ← N(z + h g(z))   (GLPR §2, MATH §1.12) | ż = P^⊥_z g(z), on the sphere  |
+| pre-LN  | z ← z + h g(N(z))                         | ż = g(z/|z|)                   |
+| peri-LN | z ← z + h N(g(N(z)))                      | ż = N(g(z/|z|))                |
+| nGPT    | z ← N(z + h α ⊙ (N(g(z)) − z))            | ż = P^⊥_z (α ⊙ (N(g(z)) − z))  |
 
 N is the row normalisation x ↦ x/|x| (RMSNorm without gain, the paper's idealisation). Pre- and
 peri-LN (Xiong et al. 2020; Kim et al. 2025) leave the stream unnormalised: tokens are
@@ -55,8 +55,10 @@ class AttentionSublayer(eqx.Module):
     def __check_init__(self):
         heads = getattr(self.attention, "heads", None)
         if heads is None and not hasattr(self.attention, "attention_output"):
-            raise ValueError(f"attention: expected a module with attention_output(x) or heads, "
-                             f"got {type(self.attention).__name__}")
+            raise ValueError(
+                f"attention: expected a module with attention_output(x) or heads, "
+                f"got {type(self.attention).__name__}"
+            )
 
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         heads = getattr(self.attention, "heads", None)
@@ -76,14 +78,16 @@ class AbstractNormalizationScheme(eqx.Module):
     on_sphere: eqx.AbstractClassVar[bool]
 
     @abc.abstractmethod
-    def layer(self, sublayer: Callable, t, z: Float[Array, "n d"], step, args=None
-              ) -> Float[Array, "n d"]:
+    def layer(
+        self, sublayer: Callable, t, z: Float[Array, "n d"], step, args=None
+    ) -> Float[Array, "n d"]:
         """One layer z_k ↦ z_{k+1} with step h."""
         raise NotImplementedError
 
     @abc.abstractmethod
-    def vector_field(self, sublayer: Callable, t, z: Float[Array, "n d"], args=None
-                     ) -> Float[Array, "n d"]:
+    def vector_field(
+        self, sublayer: Callable, t, z: Float[Array, "n d"], args=None
+    ) -> Float[Array, "n d"]:
         """ż, the limit (z_{k+1} − z_k)/h as h → 0."""
         raise NotImplementedError
 
@@ -98,24 +102,38 @@ class AbstractNormalizationScheme(eqx.Module):
     def _check_stream(self, z0):
         return check_tokens(z0, "z0", unit=self.on_sphere)
 
-    def layers(self, sublayer: Callable, z0: Float[Array, "n d"], num_layers: int, step, *,
-               args=None, t0=0.0) -> Float[Array, "L n d"]:
+    def layers(
+        self,
+        sublayer: Callable,
+        z0: Float[Array, "n d"],
+        num_layers: int,
+        step,
+        *,
+        args=None,
+        t0=0.0,
+    ) -> Float[Array, "L n d"]:
         """Iterate :meth:`layer` ``num_layers`` times from z0 (on the sphere for on-sphere
-        schemes; any non-zero rows otherwise). Returns (num_layers + 1, n, d), z0 first."""
+        schemes; any non-zero rows otherwise). Returns (num_layers + 1, n, d), z0 first.
+        Compiled once per scheme, sublayer structure, shape and ``num_layers``."""
         z0 = self._check_stream(z0)
         if int(num_layers) < 0:
             raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
+        return _iterate(self, sublayer, z0, int(num_layers), step, args, t0)
 
-        def one_layer(z, k):
-            z_next = self.layer(sublayer, t0 + k * step, z, step, args)
-            return z_next, z_next
-
-        _, zs = jax.lax.scan(one_layer, z0, jnp.arange(int(num_layers)))
-        return jnp.concatenate([z0[None], zs], axis=0)
-
-    def solve(self, sublayer: Callable, z0: Float[Array, "n d"], t1, *, t0=0.0, ts=None,
-              rtol: float = 1e-6, atol: float = 1e-9, max_steps: int | None = 4096, args=None,
-              throw: bool = True) -> diffrax.Solution:
+    def solve(
+        self,
+        sublayer: Callable,
+        z0: Float[Array, "n d"],
+        t1,
+        *,
+        t0=0.0,
+        ts=None,
+        rtol: float = 1e-6,
+        atol: float = 1e-9,
+        max_steps: int | None = 4096,
+        args=None,
+        throw: bool = True,
+    ) -> diffrax.Solution:
         """Integrate :meth:`vector_field` from z0 with Tsit5 and a PID controller.
 
         On-sphere schemes go through :func:`attnflow.solve` (right-hand side at z/|z|, saved
@@ -124,18 +142,47 @@ class AbstractNormalizationScheme(eqx.Module):
         """
         field = lambda t, z, a: self.vector_field(sublayer, t, z, a)
         if self.on_sphere:
-            return solve_on_sphere(field, z0, t1, t0=t0, ts=ts, rtol=rtol, atol=atol,
-                                   max_steps=max_steps, args=args, throw=throw)
+            return solve_on_sphere(
+                field,
+                z0,
+                t1,
+                t0=t0,
+                ts=ts,
+                rtol=rtol,
+                atol=atol,
+                max_steps=max_steps,
+                args=args,
+                throw=throw,
+            )
         z0 = self._check_stream(z0)
         if jnp.finfo(z0.dtype).bits < 64:
             rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
-        saveat = (diffrax.SaveAt(t1=True) if ts is None
-                  else diffrax.SaveAt(ts=jnp.asarray(ts, z0.dtype)))
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(field), diffrax.Tsit5(), t0=t0, t1=t1, dt0=None, y0=z0, args=args,
-            saveat=saveat, stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=max_steps, throw=throw,
+        saveat = (
+            diffrax.SaveAt(t1=True) if ts is None else diffrax.SaveAt(ts=jnp.asarray(ts, z0.dtype))
         )
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            diffrax.Tsit5(),
+            t0=t0,
+            t1=t1,
+            dt0=None,
+            y0=z0,
+            args=args,
+            saveat=saveat,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps,
+            throw=throw,
+        )
+
+
+@eqx.filter_jit
+def _iterate(scheme, sublayer, z0, num_layers, step, args, t0):
+    def one_layer(z, k):
+        z_next = scheme.layer(sublayer, t0 + k * step, z, step, args).astype(z.dtype)
+        return z_next, z_next
+
+    _, zs = jax.lax.scan(one_layer, z0, jnp.arange(num_layers))
+    return jnp.concatenate([z0[None], zs], axis=0)
 
 
 class PostLN(AbstractNormalizationScheme):
@@ -235,12 +282,15 @@ class NGPT(AbstractNormalizationScheme):
         self.rate = rate
 
     def _rate(self, z):
-        if self.rate.ndim == 0:
-            return self.rate
-        if self.rate.shape[0] != z.shape[-1]:
-            raise ValueError(f"rate: a vector rate must have the token dimension d = "
-                             f"{z.shape[-1]}, got shape {self.rate.shape}")
-        return self.rate[None, :]
+        rate = self.rate.astype(z.dtype)
+        if rate.ndim == 0:
+            return rate
+        if rate.shape[0] != z.shape[-1]:
+            raise ValueError(
+                f"rate: a vector rate must have the token dimension d = "
+                f"{z.shape[-1]}, got shape {rate.shape}"
+            )
+        return rate[None, :]
 
     def layer(self, sublayer, t, z, step, args=None):
         return normalize(z + step * self._rate(z) * (normalize(sublayer(t, z, args)) - z))
@@ -249,5 +299,4 @@ class NGPT(AbstractNormalizationScheme):
         return project_tangent(z, self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
 
-__all__ = ["AbstractNormalizationScheme", "AttentionSublayer", "NGPT", "PeriLN", "PostLN",
-           "PreLN"]
+__all__ = ["AbstractNormalizationScheme", "AttentionSublayer", "NGPT", "PeriLN", "PostLN", "PreLN"]

@@ -13,12 +13,11 @@ field by Monte Carlo.
 
 from collections.abc import Callable
 
-import numpy as np
-
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._check import check_shape_tokens, check_tokens, is_traced
@@ -105,15 +104,19 @@ class PositionalAttention(AbstractField):
                 raise ValueError("bias: entries must be finite or -inf (a mask), got NaN or +inf")
             empty = ~np.any(np.isfinite(values), axis=1)
             if np.any(empty):
-                raise ValueError(f"bias: row {int(np.argmax(empty))} is entirely -inf, so token "
-                                 f"{int(np.argmax(empty))} would attend to nothing")
+                raise ValueError(
+                    f"bias: row {int(np.argmax(empty))} is entirely -inf, so token "
+                    f"{int(np.argmax(empty))} would attend to nothing"
+                )
         self.bias = jnp.asarray(bias)
 
     def _check(self, x):
         check_shape_tokens(x)
         if x.shape[0] != self.bias.shape[0]:
-            raise ValueError(f"x: the positional bias is for n = {self.bias.shape[0]} tokens, "
-                             f"got n = {x.shape[0]}")
+            raise ValueError(
+                f"x: the positional bias is for n = {self.bias.shape[0]} tokens, "
+                f"got n = {x.shape[0]}"
+            )
 
     def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """β⟨Q x_i, K x_j⟩ + b_ij (−∞ where masked)."""
@@ -174,8 +177,9 @@ def retrieval_profile(
         ((4,), True)
     """
     if jnp.ndim(x0) != 3:
-        raise ValueError(f"x0: expected a batch of prompts of shape (batch, n, d), got shape "
-                         f"{jnp.shape(x0)}")
+        raise ValueError(
+            f"x0: expected a batch of prompts of shape (batch, n, d), got shape {jnp.shape(x0)}"
+        )
     batch, n, _ = x0.shape
     if batch < 2:
         raise ValueError(f"x0: a Monte Carlo estimate needs at least 2 prompts, got {batch}")
@@ -189,8 +193,12 @@ def retrieval_profile(
         return prompt @ sol.ys[-1][query], sol.result == diffrax.RESULTS.successful
 
     overlaps, ok = jax.vmap(readout)(x0)
-    overlaps = eqx.error_if(overlaps, ~jnp.all(ok), "retrieval_profile: a solve stopped early "
-                            "(max_steps reached); raise max_steps or loosen rtol/atol")
+    overlaps = eqx.error_if(
+        overlaps,
+        ~jnp.all(ok),
+        "retrieval_profile: a solve stopped early "
+        "(max_steps reached); raise max_steps or loosen rtol/atol",
+    )
     mean = jnp.mean(overlaps, axis=0)
     stderr = jnp.std(overlaps, axis=0, ddof=1) / jnp.sqrt(batch)
     return mean, stderr

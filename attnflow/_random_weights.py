@@ -175,8 +175,12 @@ def random_multihead_attention(
     kq, kk, kv = jr.split(key, 3)
     Q = jr.normal(kq, (L, H, k, d), dtype) / k**0.25
     K = jr.normal(kk, (L, H, k, d), dtype) / k**0.25
-    V = mean * jnp.eye(d, dtype=dtype) + jr.normal(kv, (L, H, d, d), dtype) / math.sqrt(d)
+    V = mean * jnp.eye(d, dtype=dtype)[None, None] + jr.normal(kv, (L, H, d, d), dtype) / math.sqrt(
+        d
+    )
     stacked = eqx.filter_vmap(
         lambda q, kmat, v: StackedMultiHeadAttention(beta, q, kmat, v, scale)
     )(Q, K, V)
-    return PiecewiseConstant(stacked, tau * jnp.arange(1, L, dtype=dtype))
+    # Switch times in the default float dtype, the dtype of the times t = k·τ that `layers`
+    # computes: float32 times would round past a float64 k·τ and repeat a layer.
+    return PiecewiseConstant(stacked, tau * jnp.arange(1, L, dtype=jnp.result_type(float)))

@@ -40,11 +40,14 @@ from ._sphere import project_tangent
 
 def _check_iterations(iterations, tolerance):
     if int(iterations) < 1:
-        raise ValueError(f"iterations: expected a positive number of Sinkhorn sweeps, got "
-                         f"{iterations}")
+        raise ValueError(
+            f"iterations: expected a positive number of Sinkhorn sweeps, got {iterations}"
+        )
     if tolerance is not None and not float(tolerance) >= 0:
-        raise ValueError(f"tolerance: expected a marginal tolerance >= 0 (or None for "
-                         f"100·machine epsilon), got {tolerance}")
+        raise ValueError(
+            f"tolerance: expected a marginal tolerance >= 0 (or None for "
+            f"100·machine epsilon), got {tolerance}"
+        )
 
 
 @functools.partial(jax.jit, static_argnames=("iterations", "tolerance"))
@@ -84,14 +87,18 @@ def sinkhorn_potentials(
         return u, v, error
 
     n = logits.shape[0]
-    init = (jnp.zeros(n, logits.dtype), jnp.zeros(n, logits.dtype),
-            jnp.asarray(jnp.inf, logits.dtype))
+    init = (
+        jnp.zeros(n, logits.dtype),
+        jnp.zeros(n, logits.dtype),
+        jnp.asarray(jnp.inf, logits.dtype),
+    )
     if tolerance is not None and float(tolerance) == 0:
         (u, v, _), _ = jax.lax.scan(lambda c, _: (sweep(c), None), init, None, length=iterations)
         return u, v
     tol = 100 * jnp.finfo(logits.dtype).eps if tolerance is None else tolerance
-    u, v, _ = eqxi.while_loop(lambda c: c[2] > tol, sweep, init, max_steps=int(iterations),
-                              kind="checkpointed")
+    u, v, _ = eqxi.while_loop(
+        lambda c: c[2] > tol, sweep, init, max_steps=int(iterations), kind="checkpointed"
+    )
     return u, v
 
 
@@ -126,8 +133,16 @@ class SinkhornAttention(AbstractField):
     iterations: int = eqx.field(static=True)
     tolerance: float | None = eqx.field(static=True)
 
-    def __init__(self, beta, Q=None, K=None, V=None, *, iterations: int = 1000,
-                 tolerance: float | None = None):
+    def __init__(
+        self,
+        beta,
+        Q=None,
+        K=None,
+        V=None,
+        *,
+        iterations: int = 1000,
+        tolerance: float | None = None,
+    ):
         self.attention = SelfAttention(beta, Q, K, V)
         _check_iterations(iterations, tolerance)
         self.iterations = int(iterations)
@@ -184,8 +199,9 @@ class SinkhornEnergy(AbstractEnergy):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
         if A is not None:
             check_matrix(A, "A", "(d, d)")
-            check_symmetric(A, "A", "the Sinkhorn energy is a gradient only for a symmetric "
-                            "bilinear form")
+            check_symmetric(
+                A, "A", "the Sinkhorn energy is a gradient only for a symmetric bilinear form"
+            )
             A = jnp.asarray(A)
         self.A = A
         _check_iterations(iterations, tolerance)
@@ -196,8 +212,10 @@ class SinkhornEnergy(AbstractEnergy):
         check_shape_tokens(x)
         n, d = x.shape
         if self.A is not None and self.A.shape != (d, d):
-            raise ValueError(f"A: expected shape ({d}, {d}) to match tokens of dimension d = "
-                             f"{d}, got {self.A.shape}")
+            raise ValueError(
+                f"A: expected shape ({d}, {d}) to match tokens of dimension d = "
+                f"{d}, got {self.A.shape}"
+            )
         w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
         message = "weights: the Sinkhorn energy needs positive weights (log w enters the scalings)"
         if is_traced(w):
@@ -207,8 +225,9 @@ class SinkhornEnergy(AbstractEnergy):
         log_w = jnp.log(w)
         similarity = x @ x.T if self.A is None else x @ self.A @ x.T
         logits = self.beta * similarity
-        u, v = sinkhorn_potentials(jax.lax.stop_gradient(logits), log_w, self.iterations,
-                                   self.tolerance)
+        u, v = sinkhorn_potentials(
+            jax.lax.stop_gradient(logits), log_w, self.iterations, self.tolerance
+        )
         u, v = jax.lax.stop_gradient(u), jax.lax.stop_gradient(v)
         coupling = jnp.exp(logits + (u + log_w)[:, None] + (v + log_w)[None, :])
         dual = jnp.sum(w * (u + v)) - jnp.sum(coupling) + 1.0

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -111,15 +112,18 @@ def solve(
             stepsize_controller = diffrax.ClipStepSizeController(
                 stepsize_controller, jump_ts=jnp.asarray(jump_ts, dtype)
             )
+    # BacksolveAdjoint rejects SaveAt(fn=...): normalise its saved values afterwards instead.
+    backsolve = isinstance(adjoint, diffrax.BacksolveAdjoint)
+    save_fn = {} if backsolve else {"fn": _save_normalized}
     if ts is None:
-        saveat = diffrax.SaveAt(t1=True, fn=_save_normalized)
+        saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
         ts = jnp.asarray(ts, dtype=dtype)
         if ts.ndim != 1:
             raise ValueError(f"ts: expected a 1-d array of save times, got shape {ts.shape}")
-        saveat = diffrax.SaveAt(ts=ts, fn=_save_normalized)
+        saveat = diffrax.SaveAt(ts=ts, **save_fn)
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
-    return diffrax.diffeqsolve(
+    sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_on_sphere(field)),
         solver,
         t0=t0,
@@ -133,6 +137,9 @@ def solve(
         throw=throw,
         **kwargs,
     )
+    if backsolve:
+        sol = eqx.tree_at(lambda s: s.ys, sol, _save_normalized(None, sol.ys, None))
+    return sol
 
 
 def layers(

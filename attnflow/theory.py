@@ -3,6 +3,11 @@
 Functions are grouped by topic in private modules and re-exported here.
 """
 
+from ._circle import (
+    hessian_kernel as hessian_kernel,
+    strict_saddle_threshold as strict_saddle_threshold,
+    tau_star as tau_star,
+)
 from ._configurations import (
     KNOWN_SPECTRA as KNOWN_SPECTRA,
     cell600 as cell600,
@@ -17,9 +22,4 @@ from ._configurations import (
     optimal_energy as optimal_energy,
     regular_polygon as regular_polygon,
     simplex as simplex,
-)
-from ._circle import (
-    hessian_kernel as hessian_kernel,
-    strict_saddle_threshold as strict_saddle_threshold,
-    tau_star as tau_star,
 )

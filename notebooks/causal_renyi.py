@@ -47,8 +47,10 @@ p = 2 * np.arcsin(delta / 2) / np.pi
 expected_count = (1 - (1 - p) ** n) / p
 draws = np.asarray(af.random_tokens(jr.key(1), n, d, batch_shape=(400,)))
 counts = np.array([strong_renyi_centres(x, delta).sum() for x in draws])
-print(f"strong centres: mean {counts.mean():.2f} ± {counts.std(ddof=1) / np.sqrt(len(counts)):.2f}"
-      f" (Monte Carlo), expected {expected_count:.2f}")
+print(
+    f"strong centres: mean {counts.mean():.2f} ± {counts.std(ddof=1) / np.sqrt(len(counts)):.2f}"
+    f" (Monte Carlo), expected {expected_count:.2f}"
+)
 
 # %% [markdown]
 # ## The flow
@@ -69,9 +71,11 @@ nearest_centre = np.linalg.norm(xs[:, :, None, :] - xs[:, None, centres, :], axi
 print(f"{centres.sum()} strong centres among {n} tokens (δ = {delta:.2f})")
 print(f"largest displacement of a centre by t = {t1:g}: {centre_motion:.2e}")
 print(f"median displacement of the other tokens:      {follower_motion:.2e}")
-print("median distance of non-centres to the nearest centre: "
-      f"{np.median(nearest_centre[0, ~centres]):.3f} at t = 0, "
-      f"{np.median(nearest_centre[-1, ~centres]):.3f} at t = {t1:g}")
+print(
+    "median distance of non-centres to the nearest centre: "
+    f"{np.median(nearest_centre[0, ~centres]):.3f} at t = 0, "
+    f"{np.median(nearest_centre[-1, ~centres]):.3f} at t = {t1:g}"
+)
 
 # %% [markdown]
 # Centres stay put while the other tokens collapse onto them: the configuration at t1 is a

@@ -50,8 +50,11 @@ KAPPAS = jnp.array([8.0, 8.0, 4.0], dtype=DTYPE)
 PROBS = jnp.array([0.5, 0.3, 0.2], dtype=DTYPE)
 
 
-def initial_tokens(key, n, means=MEANS, kappas=KAPPAS):
-    return af.von_mises_fisher_mixture(key, means, kappas, n, PROBS, dtype=DTYPE)
+def initial_tokens(key, n, means=MEANS):
+    return af.von_mises_fisher_mixture(key, means, KAPPAS, n, PROBS, dtype=DTYPE)
+
+
+initial_batch = jax.jit(jax.vmap(initial_tokens, in_axes=(0, None, None)), static_argnums=1)
 
 
 def trajectory(x0):
@@ -87,7 +90,7 @@ for i, n in enumerate(NS):
     repeats = REPEATS if n <= 10_000 else 1
     keys = jr.split(jr.key(100 + i), repeats)
     start = time.perf_counter()
-    x0 = jax.vmap(lambda k, n=n: initial_tokens(k, n))(keys)
+    x0 = initial_batch(keys, n, MEANS)
     ys = run_batch(x0)
     distances[n] = np.array(
         [[float(sliced(ys[r, k], reference[k])) for k in range(len(TS))] for r in range(repeats)]
@@ -163,7 +166,7 @@ for d in (3, 5):
         pair = []
         for r in range(W_BATCHES):
             keys = jr.split(jr.key(1000 * d + 10 * n + r), REPEATS)
-            x0 = jax.vmap(lambda k, n=n, means=means: initial_tokens(k, n, means))(keys)
+            x0 = initial_batch(keys, n, means)
             ys = run_batch(x0)  # the same shapes as above: no new compilation when d = 3
             pair += [exact_w2(ys[2 * i, -1], ys[2 * i + 1, -1]) for i in range(REPEATS // 2)]
         values.append(np.mean(pair))

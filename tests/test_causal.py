@@ -62,8 +62,9 @@ def test_circle_form_matches_scipy(causal_runs):
         return (weights * np.sin(diff)).sum(1) / weights.sum(1)
 
     theta0 = np.arctan2(x0[0, :, 1], x0[0, :, 0])
-    ref = scipy.integrate.solve_ivp(rhs, (0, TS[2]), theta0, t_eval=TS[:3], rtol=1e-12,
-                                    atol=1e-12, method="DOP853")
+    ref = scipy.integrate.solve_ivp(
+        rhs, (0, TS[2]), theta0, t_eval=TS[:3], rtol=1e-12, atol=1e-12, method="DOP853"
+    )
     for k in range(3):
         expected = np.stack([np.cos(ref.y[:, k]), np.sin(ref.y[:, k])], axis=1)
         np.testing.assert_allclose(ys[0, k], expected, atol=1e-8)

@@ -22,16 +22,32 @@ TABLE = {
     ("polygon", 6, 2): [(-1, 1), (-0.5, 2), (0.5, 2)],
     ("icosahedron", 12, 3): [(-1, 1), (-1 / SQ5, 5), (1 / SQ5, 5)],
     ("5-demicube", 16, 5): [(-3 / 5, 5), (1 / 5, 10)],
-    ("600-cell", 120, 4): [(-1, 1), (-(1 + SQ5) / 4, 12), (-1 / 2, 20), (-(SQ5 - 1) / 4, 12),
-                           (0, 30), ((SQ5 - 1) / 4, 12), (1 / 2, 20), ((1 + SQ5) / 4, 12)],
+    ("600-cell", 120, 4): [
+        (-1, 1),
+        (-(1 + SQ5) / 4, 12),
+        (-1 / 2, 20),
+        (-(SQ5 - 1) / 4, 12),
+        (0, 30),
+        ((SQ5 - 1) / 4, 12),
+        (1 / 2, 20),
+        ((1 + SQ5) / 4, 12),
+    ],
     ("e8", 240, 8): [(-1, 1), (-1 / 2, 56), (0, 126), (1 / 2, 56)],
 }
 # Design strengths t: MATH.md (600-cell t = 11, E8 t = 7); sharp configurations with m distinct
 # inner products are (2m − 1)-designs; the n-gon is an (n − 1)-design; a simplex spanning R^d
 # (n = d + 1) is a 2-design, one that does not span is only a 1-design.
-STRENGTH = {("simplex", 4, 3): 2, ("simplex", 3, 5): 1, ("cross-polytope", 8, 4): 3,
-            ("polygon", 7, 2): 6, ("polygon", 6, 2): 5, ("icosahedron", 12, 3): 5,
-            ("5-demicube", 16, 5): 3, ("600-cell", 120, 4): 11, ("e8", 240, 8): 7}
+STRENGTH = {
+    ("simplex", 4, 3): 2,
+    ("simplex", 3, 5): 1,
+    ("cross-polytope", 8, 4): 3,
+    ("polygon", 7, 2): 6,
+    ("polygon", 6, 2): 5,
+    ("icosahedron", 12, 3): 5,
+    ("5-demicube", 16, 5): 3,
+    ("600-cell", 120, 4): 11,
+    ("e8", 240, 8): 7,
+}
 
 
 def construct(name, n, d):
@@ -40,8 +56,9 @@ def construct(name, n, d):
 
 
 def spectrum_kwargs(name, n, d):
-    return {"simplex": {"n": n, "d": d}, "cross-polytope": {"d": d},
-            "polygon": {"n": n}}.get(name, {})
+    return {"simplex": {"n": n, "d": d}, "cross-polytope": {"d": d}, "polygon": {"n": n}}.get(
+        name, {}
+    )
 
 
 @pytest.mark.parametrize("key", list(TABLE))
@@ -57,10 +74,12 @@ def test_constructed_spectrum_matches_table(key):
     gram = x @ x.T
     for row in gram:
         others = np.sort(np.delete(row, np.argmax(row)))
-        np.testing.assert_allclose(others, np.repeat(
-            [v for v, _ in expected], [int(m) for _, m in expected]), atol=1e-12)
-    np.testing.assert_allclose(theory.known_spectrum(key[0], **spectrum_kwargs(*key)),
-                               expected, atol=1e-12)
+        np.testing.assert_allclose(
+            others, np.repeat([v for v, _ in expected], [int(m) for _, m in expected]), atol=1e-12
+        )
+    np.testing.assert_allclose(
+        theory.known_spectrum(key[0], **spectrum_kwargs(*key)), expected, atol=1e-12
+    )
 
 
 def sphere_moment(alpha, d):
@@ -101,7 +120,8 @@ def test_optimal_energy_closed_form_matches_pair_sum(key, beta):
     gram = np.asarray(x) @ np.asarray(x).T
     pair_sum = np.exp(beta * gram).sum() / (2 * beta * n**2)
     assert float(theory.optimal_energy(key[0], beta, **spectrum_kwargs(*key))) == pytest.approx(
-        pair_sum, rel=1e-13)
+        pair_sum, rel=1e-13
+    )
 
 
 @pytest.mark.parametrize("key", list(TABLE))
@@ -114,11 +134,22 @@ def test_configurations_are_critical_points(key):
 
 
 # (n, d) of every fixed-size row of the MATH.md §8 table.
-SIZES = {"icosahedron": (12, 3), "5-demicube": (16, 5), "600-cell": (120, 4),
-         "schlafli": (27, 6), "gosset": (56, 7), "e8": (240, 8), "112-21": (112, 21),
-         "162-21": (162, 21), "higman-sims": (100, 22), "mclaughlin": (275, 22),
-         "891-22": (891, 22), "equiangular-552": (552, 23), "kissing-4600": (4600, 23),
-         "leech": (196560, 24)}
+SIZES = {
+    "icosahedron": (12, 3),
+    "5-demicube": (16, 5),
+    "600-cell": (120, 4),
+    "schlafli": (27, 6),
+    "gosset": (56, 7),
+    "e8": (240, 8),
+    "112-21": (112, 21),
+    "162-21": (162, 21),
+    "higman-sims": (100, 22),
+    "mclaughlin": (275, 22),
+    "891-22": (891, 22),
+    "equiangular-552": (552, 23),
+    "kissing-4600": (4600, 23),
+    "leech": (196560, 24),
+}
 
 
 @pytest.mark.parametrize("name", sorted(SIZES))

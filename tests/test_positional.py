@@ -21,7 +21,7 @@ def test_alibi_bias_entries():
 
 
 def test_alibi_slopes_are_press_et_al():
-    np.testing.assert_allclose(af.alibi_slopes(8), [2.0 ** -k for k in range(1, 9)], rtol=1e-15)
+    np.testing.assert_allclose(af.alibi_slopes(8), [2.0**-k for k in range(1, 9)], rtol=1e-15)
     np.testing.assert_allclose(af.alibi_slopes(2), [2.0**-4, 2.0**-8], rtol=1e-15)
 
 
@@ -30,23 +30,25 @@ def test_zero_bias_is_self_attention():
     Q, K, V = jr.normal(jr.key(1), (3, 3, 3))
     for normalization in ("softmax", "n"):
         plain = af.SelfAttention(2.0, Q, K, V, normalization=normalization)
-        biased = af.PositionalAttention(2.0, jnp.zeros((6, 6)), Q, K, V,
-                                        normalization=normalization)
+        biased = af.PositionalAttention(
+            2.0, jnp.zeros((6, 6)), Q, K, V, normalization=normalization
+        )
         np.testing.assert_allclose(biased(0.0, x), plain(0.0, x), atol=1e-12)
         causal = af.SelfAttention(2.0, Q, K, V, normalization=normalization, causal=True)
-        masked = af.PositionalAttention(2.0, af.alibi_bias(6, 0.0), Q, K, V,
-                                        normalization=normalization)
+        masked = af.PositionalAttention(
+            2.0, af.alibi_bias(6, 0.0), Q, K, V, normalization=normalization
+        )
         np.testing.assert_allclose(masked(0.0, x), causal(0.0, x), atol=1e-12)
 
 
 def test_attention_matrix_against_a_loop():
     n, beta, m = 5, 3.0, 0.7
     x = np.asarray(af.random_tokens(jr.key(2), n, 4))
-    A = np.asarray(af.PositionalAttention(beta, af.alibi_bias(n, m)).attention_matrix(
-        jnp.asarray(x)))
+    A = np.asarray(
+        af.PositionalAttention(beta, af.alibi_bias(n, m)).attention_matrix(jnp.asarray(x))
+    )
     for i in range(n):
-        weights = [np.exp(beta * x[i] @ x[j] - m * (i - j)) if j <= i else 0.0
-                   for j in range(n)]
+        weights = [np.exp(beta * x[i] @ x[j] - m * (i - j)) if j <= i else 0.0 for j in range(n)]
         np.testing.assert_allclose(A[i], np.array(weights) / sum(weights), atol=1e-14)
 
 

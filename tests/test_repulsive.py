@@ -3,6 +3,9 @@ known optimal configurations of MATH.md §8: energy equal to the constructed opt
 the inner-product spectra of the table."""
 
 import math
+import os
+import pathlib
+import runpy
 
 import diffrax
 import jax
@@ -73,8 +76,9 @@ def test_gradient_descent_reaches_the_cross_polytope_in_r4():
     """The repulsive USA written as a gradient flow: GradientFlow(E_β, W2, descent=True)."""
     flow = af.GradientFlow(af.InteractionEnergy(1.0), af.WassersteinMetric(), descent=True)
     x0 = af.random_tokens(jr.key(3), 8, 4, batch_shape=(2,))
-    run = jax.jit(jax.vmap(lambda x: af.solve(flow, x, 1000.0, rtol=1e-8, atol=1e-10,
-                                              max_steps=1000).ys[-1]))
+    run = jax.jit(
+        jax.vmap(lambda x: af.solve(flow, x, 1000.0, rtol=1e-8, atol=1e-10, max_steps=1000).ys[-1])
+    )
     optimum = float(theory.optimal_energy("cross-polytope", 1.0, d=4))
     for x in np.asarray(run(x0)):
         energy = float(af.InteractionEnergy(1.0)(jnp.asarray(x)))
@@ -82,3 +86,10 @@ def test_gradient_descent_reaches_the_cross_polytope_in_r4():
         values, mult = theory.inner_product_spectrum(x, tol=1e-4)
         np.testing.assert_allclose(values, [-1, 0], atol=1e-5)
         np.testing.assert_allclose(mult, [1, 6])
+
+
+def test_repulsion_notebook_runs_quick(monkeypatch):
+    monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    path = pathlib.Path(__file__).parents[1] / "notebooks" / "repulsion.py"
+    namespace = runpy.run_path(os.fspath(path), run_name="__main__")
+    assert abs(namespace["final_gap"]) < 1e-10

@@ -114,8 +114,7 @@ def test_equivariance_and_beta_zero():
     perm = jnp.array([3, 0, 5, 1, 4, 2])  # N = 6
     np.testing.assert_allclose(field(0.0, x[perm]), field(0.0, x)[perm], atol=1e-13)
     rotation, _ = jnp.linalg.qr(jr.normal(jr.key(11), (3, 3)))
-    np.testing.assert_allclose(field(0.0, x @ rotation.T), field(0.0, x) @ rotation.T,
-                               atol=1e-13)
+    np.testing.assert_allclose(field(0.0, x @ rotation.T), field(0.0, x) @ rotation.T, atol=1e-13)
     A0 = af.SinkhornAttention(0.0).attention_matrix(x)
     np.testing.assert_allclose(A0, jnp.full((N, N), 1 / N), atol=1e-15)
 

@@ -16,4 +16,5 @@ from ._clusters import (
     energy_staircase as energy_staircase,
     inner_product_histograms as inner_product_histograms,
 )
+from ._landscape import critical_point_spectra as critical_point_spectra
 from ._movie import available_movie_format as available_movie_format, token_movie as token_movie

@@ -1,0 +1,193 @@
+"""Cost of differentiating through `attnflow.solve` (issue 3): (SA), n = 256, d = 64, t1 = 10.
+
+Part 1, one adaptive solve (Tsit5 + PID), compiled once, median of repeats:
+- forward solve (the baseline for the ratios);
+- reverse-mode gradient of a scalar loss with respect to x0 and (Q, K, V), default
+  `RecursiveCheckpointAdjoint` (exact, binomial checkpointing);
+- the same gradient with `BacksolveAdjoint` (continuous adjoint, O(1) memory, approximate);
+- forward-mode JVP along one direction (`ForwardMode`);
+- Hessian-vector product in β with `solve(..., differentiable_twice=True)`.
+Memory is XLA's own buffer assignment for the compiled program (`compiled.memory_analysis()`:
+temporaries + outputs, arguments excluded), i.e. the peak the program needs beyond its inputs.
+
+Part 2, reverse-mode memory against the number of steps: a constant step size with N steps
+(max_steps = N), for diffrax's default checkpoint budget (`checkpoints=None`: about
+sqrt(2 · max_steps) checkpoints, so it grows with max_steps, not with the steps taken), a fixed
+budget of 16 checkpoints, and `DirectAdjoint` for comparison.
+
+Usage: python benchmarks/grad.py [--n 256] [--d 64] [--repeats 3] [--dtype float32]
+"""
+
+import argparse
+import platform
+import time
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+import attnflow as af  # noqa: E402
+
+BETA, T1 = 1.0, 10.0
+
+
+def median_time(fn, args, repeats):
+    jax.block_until_ready(fn(*args))  # compile / warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def program_bytes(fn, args):
+    analysis = fn.lower(*args).compile().memory_analysis()
+    if analysis is None:
+        return float("nan")
+    return analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+
+
+def problem(n, d, dtype, seed=0):
+    keys = jr.split(jr.key(seed), 5)
+    scale = 1 / np.sqrt(d)
+    params = {
+        "Q": (jnp.eye(d) + scale * jr.normal(keys[0], (d, d))).astype(dtype),
+        "K": (jnp.eye(d) + scale * jr.normal(keys[1], (d, d))).astype(dtype),
+        "V": (jnp.eye(d) + scale * jr.normal(keys[2], (d, d))).astype(dtype),
+    }
+    x0 = af.random_tokens(keys[3], n, d, dtype=dtype)
+    target = jr.normal(keys[4], (n, d), dtype=dtype)
+    return params, x0, target
+
+
+def make_loss(target, **solve_kwargs):
+    def loss(params, x0, beta=BETA):
+        field = af.SelfAttention(beta, params["Q"], params["K"], params["V"])
+        xs = af.solve(field, x0, T1, **solve_kwargs).ys[-1]
+        return jnp.sum(target * xs)
+
+    return loss
+
+
+def part_one(n, d, dtype, repeats, rtol, atol):
+    params, x0, target = problem(n, d, dtype)
+    tolerances = {"rtol": rtol, "atol": atol}
+    loss = make_loss(target, **tolerances)
+    steps = int(
+        af.solve(
+            af.SelfAttention(BETA, params["Q"], params["K"], params["V"]), x0, T1, **tolerances
+        ).stats["num_steps"]
+    )
+    direction = jax.tree.map(lambda p: jnp.ones_like(p) / np.sqrt(p.size), params)
+    backsolve = make_loss(target, adjoint=diffrax.BacksolveAdjoint(), **tolerances)
+    forward_mode = make_loss(target, adjoint=diffrax.ForwardMode(), **tolerances)
+    twice = make_loss(target, differentiable_twice=True, **tolerances)
+
+    cases = {
+        "forward solve": jax.jit(loss),
+        "reverse-mode gradient (RecursiveCheckpointAdjoint)": jax.jit(jax.grad(loss, (0, 1))),
+        "BacksolveAdjoint gradient": jax.jit(jax.grad(backsolve, (0, 1))),
+        "forward-mode JVP (ForwardMode), 1 direction": jax.jit(
+            lambda p, x: jax.jvp(lambda q: forward_mode(q, x), (p,), (direction,))
+        ),
+        "d²/dβ² (jax.hessian, differentiable_twice=True)": jax.jit(
+            lambda p, x: jax.hessian(lambda b: twice(p, x, b))(jnp.asarray(BETA, dtype))
+        ),
+    }
+    exact = cases["reverse-mode gradient (RecursiveCheckpointAdjoint)"](params, x0)
+    approx = cases["BacksolveAdjoint gradient"](params, x0)
+    leaves_exact, leaves_approx = jax.tree.leaves(exact), jax.tree.leaves(approx)
+    backsolve_error = max(
+        float(jnp.linalg.norm(a - e) / jnp.linalg.norm(e))
+        for a, e in zip(leaves_approx, leaves_exact, strict=True)
+    )
+    jvp_value = float(cases["forward-mode JVP (ForwardMode), 1 direction"](params, x0)[1])
+    reverse_value = sum(
+        float(jnp.vdot(g, v))
+        for g, v in zip(jax.tree.leaves(exact[0]), jax.tree.leaves(direction), strict=True)
+    )
+
+    rows = []
+    for name, fn in cases.items():
+        seconds = median_time(fn, (params, x0), repeats)
+        rows.append((name, seconds, program_bytes(fn, (params, x0))))
+    base_time, base_bytes = rows[0][1], rows[0][2]
+    print(
+        f"\n### Part 1: n = {n}, d = {d}, t1 = {T1}, {np.dtype(dtype).name}, "
+        f"rtol = {rtol:g}, atol = {atol:g} ({steps} accepted+rejected steps)\n"
+    )
+    print("| computation | time (ms) | × forward | memory (MiB) | × forward |")
+    print("|---|---:|---:|---:|---:|")
+    for name, seconds, size in rows:
+        print(
+            f"| {name} | {1e3 * seconds:.1f} | {seconds / base_time:.2f} | "
+            f"{size / 2**20:.1f} | {size / base_bytes:.1f} |"
+        )
+    print(
+        f"\nBacksolveAdjoint relative gradient error vs exact reverse mode: {backsolve_error:.2e}"
+    )
+    print(
+        f"forward-mode JVP vs reverse-mode gradient·direction: relative difference "
+        f"{abs(jvp_value - reverse_value) / abs(reverse_value):.2e}"
+    )
+
+
+def part_two(n, d, dtype, step_counts):
+    params, x0, target = problem(n, d, dtype)
+    state_mib = n * d * np.dtype(dtype).itemsize / 2**20
+    adjoints = {
+        "RecursiveCheckpointAdjoint() (default budget)": lambda steps: (
+            diffrax.RecursiveCheckpointAdjoint()
+        ),
+        "RecursiveCheckpointAdjoint(checkpoints=16)": lambda steps: (
+            diffrax.RecursiveCheckpointAdjoint(checkpoints=min(16, steps))
+        ),
+        "DirectAdjoint()": lambda steps: diffrax.DirectAdjoint(),
+    }
+    print(
+        f"\n### Part 2: reverse-mode memory (MiB) against the number of steps "
+        f"(constant step, n = {n}, d = {d}, {np.dtype(dtype).name}; one state = "
+        f"{state_mib:.3f} MiB)\n"
+    )
+    print("| adjoint | " + " | ".join(f"N = {s}" for s in step_counts) + " |")
+    print("|---|" + "---:|" * len(step_counts))
+    for name, make in adjoints.items():
+        cells = []
+        for steps in step_counts:
+            loss = make_loss(
+                target,
+                solver=diffrax.Tsit5(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                dt0=T1 / steps,
+                max_steps=steps,
+                adjoint=make(steps),
+            )
+            fn = jax.jit(jax.grad(loss, (0, 1)))
+            cells.append(f"{program_bytes(fn, (params, x0)) / 2**20:.1f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=256)
+    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--steps", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
+    args = parser.parse_args()
+    dtype = jnp.dtype(args.dtype)
+    rtol, atol = (1e-5, 1e-6) if dtype == jnp.float32 else (1e-8, 1e-10)
+    print(
+        f"jax {jax.__version__}, diffrax {diffrax.__version__}, {platform.processor() or '?'}, "
+        f"{jax.devices()[0].platform}, {jax.device_count()} device(s)"
+    )
+    part_one(args.n, args.d, dtype, args.repeats, rtol, atol)
+    part_two(args.n, args.d, dtype, args.steps)
+
+
+if __name__ == "__main__":
+    main()
