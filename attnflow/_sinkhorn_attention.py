@@ -117,7 +117,9 @@ class SinkhornAttention(AbstractField):
     Args:
         beta: inverse temperature β ≥ 0 (scalar); ε = 1/β is the entropic regularisation.
         Q, K: (k, d) query and key matrices; V: (d, d) value matrix (identity when omitted).
-        iterations: maximum number of Sinkhorn sweeps (convergence is linear, slower for large β).
+        iterations: maximum number of Sinkhorn sweeps. Convergence is linear with a rate that
+            degrades as β grows (measured: ~3000 sweeps to 1e-14 at β = 50, n = 6); when the cap
+            is hit the matrix is returned as it stands, so check the marginals for large β.
         tolerance: stop when every row sum is within this of 1; ``None``: 100·machine epsilon;
             ``0``: run exactly ``iterations`` sweeps.
 
@@ -140,7 +142,7 @@ class SinkhornAttention(AbstractField):
         K=None,
         V=None,
         *,
-        iterations: int = 1000,
+        iterations: int = 10_000,
         tolerance: float | None = None,
     ):
         self.attention = SelfAttention(beta, Q, K, V)
@@ -195,7 +197,7 @@ class SinkhornEnergy(AbstractEnergy):
     iterations: int = eqx.field(static=True)
     tolerance: float | None = eqx.field(static=True)
 
-    def __init__(self, beta, A=None, *, iterations: int = 1000, tolerance: float | None = None):
+    def __init__(self, beta, A=None, *, iterations: int = 10_000, tolerance: float | None = None):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
         if A is not None:
             check_matrix(A, "A", "(d, d)")

@@ -12,14 +12,18 @@ from ._check import check_tokens
 from ._sphere import normalize
 
 
-def _on_sphere(field: Callable) -> Callable:
-    """Evaluate ``field`` at y/|y|: the flow then conserves |y_i| exactly (MATH.md §1.12)."""
+class _OnSphere(eqx.Module):
+    """Evaluate ``field`` at y/|y|: the flow then conserves |y_i| exactly (MATH.md §1.12).
 
-    def vector_field(t, y, args):
+    A module rather than a closure so that the field's arrays are leaves of the diffrax term,
+    which ``BacksolveAdjoint`` needs in order to differentiate with respect to them.
+    """
+
+    field: Callable
+
+    def __call__(self, t, y, args):
         x = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
-        return field(t, x, args)
-
-    return vector_field
+        return self.field(t, x, args)
 
 
 def _save_normalized(t, y, args):
@@ -124,7 +128,7 @@ def solve(
         saveat = diffrax.SaveAt(ts=ts, **save_fn)
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_on_sphere(field)),
+        diffrax.ODETerm(_OnSphere(field)),
         solver,
         t0=t0,
         t1=t1,

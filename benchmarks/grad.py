@@ -82,7 +82,7 @@ def part_one(n, d, dtype, repeats, rtol, atol):
             af.SelfAttention(BETA, params["Q"], params["K"], params["V"]), x0, T1, **tolerances
         ).stats["num_steps"]
     )
-    direction = jax.tree.map(lambda p: jnp.ones_like(p) / np.sqrt(p.size), params)
+    direction = jax.tree.map(lambda p: jnp.ones_like(p) / p.size**0.5, params)
     backsolve = make_loss(target, adjoint=diffrax.BacksolveAdjoint(), **tolerances)
     forward_mode = make_loss(target, adjoint=diffrax.ForwardMode(), **tolerances)
     twice = make_loss(target, differentiable_twice=True, **tolerances)

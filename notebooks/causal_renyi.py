@@ -23,8 +23,8 @@ import attnflow as af
 jax.config.update("jax_enable_x64", True)
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 
-n, d, beta = (60, 2, 64.0) if QUICK else (200, 2, 64.0)
-t1 = 10.0 if QUICK else 40.0
+n, d, beta = (40, 2, 64.0) if QUICK else (200, 2, 64.0)
+t1 = 5.0 if QUICK else 40.0
 delta = 4 / np.sqrt(beta)
 
 # %% [markdown]
@@ -45,7 +45,7 @@ def strong_renyi_centres(x, delta):
 
 p = 2 * np.arcsin(delta / 2) / np.pi
 expected_count = (1 - (1 - p) ** n) / p
-draws = np.asarray(af.random_tokens(jr.key(1), n, d, batch_shape=(400,)))
+draws = np.asarray(af.random_tokens(jr.key(1), n, d, batch_shape=(100 if QUICK else 400,)))
 counts = np.array([strong_renyi_centres(x, delta).sum() for x in draws])
 print(
     f"strong centres: mean {counts.mean():.2f} ± {counts.std(ddof=1) / np.sqrt(len(counts)):.2f}"

@@ -26,7 +26,7 @@ def circulant_spectrum(n, beta):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_synchronised_configuration_is_a_local_maximum_with_exactly_the_orbit_removed(d):
-    n, beta = 4, 1.3
+    n, beta = 5, 1.3
     x = jnp.tile(af.normalize(jnp.arange(1.0, d + 1)[None, :]), (n, 1))
     c = af.classify_critical_point(af.InteractionEnergy(beta), x)
     assert c.kind == "local maximum" and not c.is_paper_strict_saddle
@@ -157,8 +157,7 @@ def test_search_reports_non_convergence():
         af.find_critical_point(energy, x0, gtol=1e-30)
     short = af.find_critical_point(energy, x0, max_steps=1, throw=False)
     assert not short.converged and "max_steps = 1 reached" in short.message
-    with pytest.raises(eqx.EquinoxRuntimeError, match="did not converge"):
-        eqx.filter_jit(lambda x: af.find_critical_point(energy, x, gtol=1e-30).x)(x0)
+
 
 
 def test_search_is_vmappable_and_works_in_float32():
@@ -167,6 +166,9 @@ def test_search_is_vmappable_and_works_in_float32():
     batch = jax.vmap(lambda x: af.find_critical_point(energy, x, throw=False))(x0)
     assert batch.converged.shape == (3,) and bool(batch.converged.all())
     assert batch.message.count("converged:") == 3
+    # traced (here batched) searches report failure through equinox's runtime errors
+    with pytest.raises(eqx.EquinoxRuntimeError, match="did not converge"):
+        jax.vmap(lambda x: af.find_critical_point(energy, x, gtol=1e-30).x)(x0)
     single = af.find_critical_point(energy, x0[0].astype(jnp.float32))
     assert single.x.dtype == jnp.float32 and float(single.grad_norm) <= 1e-5
 

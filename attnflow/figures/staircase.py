@@ -47,11 +47,11 @@ from attnflow.figures._output import write_outputs
 
 PRESETS = {
     "quick": {"n": 8, "beta": 10.0, "t1": 1e8, "num_times": 120, "delta": 1e-3,
-              "rtol": 1e-6, "atol": 1e-8, "max_steps": 4000},
+              "rtol": 1e-8, "atol": 1e-10, "max_steps": 4000},
     "default": {"n": 32, "beta": 12.0, "t1": 1e10, "num_times": 400, "delta": 1e-3,
-                "rtol": 1e-6, "atol": 1e-8, "max_steps": 20000},
+                "rtol": 1e-8, "atol": 1e-10, "max_steps": 20000},
     "full": {"n": 64, "beta": 16.0, "t1": 1e13, "num_times": 1000, "delta": 1e-3,
-             "rtol": 1e-7, "atol": 1e-9, "max_steps": 100000},
+             "rtol": 1e-9, "atol": 1e-11, "max_steps": 100000},
 }
 
 
@@ -86,8 +86,8 @@ def _analyse(theta, beta, delta):
     return xs, energy, labels, masses
 
 
-def simulate(theta0, beta: float, ts, *, delta: float = 1e-3, rtol: float = 1e-6,
-             atol: float = 1e-8, max_steps: int = 20000) -> dict:
+def simulate(theta0, beta: float, ts, *, delta: float = 1e-3, rtol: float = 1e-8,
+             atol: float = 1e-10, max_steps: int = 20000) -> dict:
     """Integrate (USA) on the circle from angles ``theta0`` (n,) and analyse every save time.
 
     Returns a dict of NumPy arrays: ``ts`` (T,), ``theta`` (T, n), ``tokens`` (T, n, 2),
