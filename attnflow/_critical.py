@@ -208,13 +208,8 @@ class Classification(eqx.Module):
 
 
 @eqx.filter_jit
-def _classification_data(energy, x, weights, orbit_rtol):
-    """Hessian, ‖grad‖, and the orbit frame in tangent coordinates (dropped columns zeroed)."""
-    basis = _tangent_basis(x)
-    frame, mask = _orbit_frame(x, orbit_rtol)
-    orbit = jnp.einsum("nkd,pnd->pnk", basis, frame).reshape(frame.shape[0], -1).T
-    grad_norm = jnp.linalg.norm(_grad_coords(energy, x, weights, basis))
-    return _riemannian_hessian(energy, x, weights), grad_norm, jnp.where(mask[None, :], orbit, 0.0)
+def _grad_norm(energy, x, weights):
+    return jnp.linalg.norm(_grad_coords(energy, x, weights, _tangent_basis(x)))
 
 
 def classify_critical_point(
@@ -266,9 +261,12 @@ def classify_critical_point(
     if x.shape[0] < 2:
         raise ValueError(f"x: classification needs n >= 2 tokens (one token is a single orbit), "
                          f"got shape {x.shape}")
-    hessian, grad_norm, orbit = _classification_data(energy, x, weights, orbit_rtol)
-    hessian, grad_norm, orbit = np.asarray(hessian), float(grad_norm), np.asarray(orbit)
-    orbit = orbit[:, np.any(orbit != 0, axis=0)]
+    # separately jitted pieces, shared with riemannian_hessian / rotation_orbit_basis calls
+    hessian = np.asarray(_riemannian_hessian(energy, x, weights))
+    grad_norm = float(_grad_norm(energy, x, weights))
+    frame, mask = _orbit_frame(x, orbit_rtol)
+    orbit = np.einsum("nkd,pnd->nkp", np.asarray(_tangent_basis(x)),
+                      np.asarray(frame)[np.asarray(mask)]).reshape(hessian.shape[0], -1)
     scale = float(np.max(np.abs(np.linalg.eigvalsh(hessian))))
     floor = float(np.finfo(hessian.dtype).tiny)
     if grad_norm > grad_rtol * max(scale, floor):

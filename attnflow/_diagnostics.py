@@ -176,8 +176,9 @@ def inner_product_histogram(
     """
     shape = jnp.shape(x)
     if len(shape) < 2 or shape[-2] < 2:
-        raise ValueError(f"x: expected hidden states of shape (*batch, n, d) with n >= 2, got "
-                         f"shape {shape}")
+        raise ValueError(
+            f"x: expected hidden states of shape (*batch, n, d) with n >= 2, got shape {shape}"
+        )
     if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
         raise ValueError(f"x: expected a floating-point array, got dtype {jnp.result_type(x)}")
     if int(bins) != bins or bins < 1:
@@ -207,8 +208,9 @@ def _histograms(flat, edges, bins, lo, hi, normalize, density):
         index = ((s - lo) * (bins / (hi - lo))).astype(jnp.int32)
         index = jnp.clip(jnp.where(index == bins, bins - 1, index), 0, bins - 1)
         index = jnp.where(s < edges[index], index - 1, index)
-        index = jnp.where((s >= edges[jnp.minimum(index + 1, bins)]) & (index != bins - 1),
-                          index + 1, index)
+        index = jnp.where(
+            (s >= edges[jnp.minimum(index + 1, bins)]) & (index != bins - 1), index + 1, index
+        )
         valid = (s >= lo) & (s <= hi)
         index = jnp.where(valid, index, bins)
         return jnp.zeros((bins + 1,), flat.dtype).at[index].add(1)[:bins]
@@ -237,7 +239,8 @@ def energy_along(
 
     Args:
         trajectory: (*time, n, d) tokens; any number of leading dimensions.
-        energy: an energy ``energy(x, weights)`` on one system, e.g. :class:`attnflow.InteractionEnergy`.
+        energy: an energy ``energy(x, weights)`` on one system, e.g.
+            :class:`attnflow.InteractionEnergy`.
         weights: (n,) weights of the empirical measure, shared by all states (default 1/n).
         log_shift: optional scalar subtracted from the log of the energy.
 
@@ -247,7 +250,8 @@ def energy_along(
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> x0 = af.random_tokens(jr.key(0), 6, 3)
-        >>> sol = af.solve(af.SelfAttention(1.0, normalization="n"), x0, 2.0, ts=jnp.linspace(0, 2, 5))
+        >>> usa = af.SelfAttention(1.0, normalization="n")
+        >>> sol = af.solve(usa, x0, 2.0, ts=jnp.linspace(0, 2, 5))
         >>> e = af.energy_along(sol.ys, af.InteractionEnergy(1.0))
         >>> e.shape, bool(jnp.all(jnp.diff(e) > 0))  # USA is a gradient ascent of E_β
         ((5,), True)
@@ -256,8 +260,10 @@ def energy_along(
     if len(shape) < 2:
         raise ValueError(f"trajectory: expected states of shape (*time, n, d), got shape {shape}")
     if log_shift is not None and not hasattr(energy, "scaled"):
-        raise ValueError(f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "
-                         f"{type(energy).__name__}")
+        raise ValueError(
+            f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "
+            f"{type(energy).__name__}"
+        )
     flat = jnp.reshape(trajectory, (-1, *shape[-2:]))
     return jnp.reshape(_energies(flat, energy, weights, log_shift), shape[:-2])
 

@@ -7,6 +7,8 @@ log factor for d − 1 = 2, n^{-1/2} for d − 1 = 1). The sliced distance below
 n^{-1/2} in every dimension: it measures the same convergence without the curse of dimension.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -233,7 +235,12 @@ def sliced_wasserstein(
         if y_weights is None
         else check_weights(y_weights, y.shape[0], "y_weights")
     )
-    theta = jr.normal(key, (num_projections, x.shape[1]), dtype)
+    return _sliced(key, x.astype(dtype), y.astype(dtype), a, b, num_projections, float(p))
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _sliced(key, x, y, a, b, num_projections, p):
+    theta = jr.normal(key, (num_projections, x.shape[1]), x.dtype)
     theta = theta / jnp.linalg.norm(theta, axis=1, keepdims=True)
     per_direction = jax.vmap(lambda t: _quantile_distance(x @ t, a, y @ t, b, p))(theta)
     return jnp.mean(per_direction) ** (1 / p)

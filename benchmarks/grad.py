@@ -66,6 +66,8 @@ def problem(n, d, dtype, seed=0):
 
 def make_loss(target, **solve_kwargs):
     def loss(params, x0, beta=BETA):
+        # β in the tokens' dtype: BacksolveAdjoint's augmented state must not mix precisions.
+        beta = jnp.asarray(beta, x0.dtype)
         field = af.SelfAttention(beta, params["Q"], params["K"], params["V"])
         xs = af.solve(field, x0, T1, **solve_kwargs).ys[-1]
         return jnp.sum(target * xs)

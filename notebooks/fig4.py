@@ -16,6 +16,7 @@ import jax
 import jax.random as jr
 import numpy as np
 
+import attnflow as af
 from attnflow.figures import fig4
 
 jax.config.update("jax_enable_x64", True)
@@ -24,8 +25,14 @@ params = dict(fig4.PRESETS["quick" if QUICK else "default"])
 
 # %%
 ts = fig4.save_times(params["t1"], params["num_times"], params["snapshot_times"])
-data = fig4.simulate(jr.key(0), n=params["n"], betas=params["betas"], ts=ts,
-                     seeds=params["seeds"], delta=params["delta"])
+data = fig4.simulate(
+    jr.key(0),
+    n=params["n"],
+    betas=params["betas"],
+    ts=ts,
+    seeds=params["seeds"],
+    delta=params["delta"],
+)
 fig = fig4.plot_figure(data, params)
 
 # %% [markdown]
@@ -37,8 +44,10 @@ for beta, counts in zip(params["betas"], final, strict=True):
     values, freq = np.unique(counts, return_counts=True)
     table = ", ".join(f"{v}: {f / counts.size:.2f}" for v, f in zip(values, freq, strict=True))
     print(f"β = {beta:g}: mean {counts.mean():.2f} clusters   ({table})")
-    print(f"         √(β log β) = {np.sqrt(beta * np.log(beta)):.2f} (KDE-mode heuristic, "
-          "up to a model-dependent constant)")
+    print(
+        f"         √(β log β) = {np.sqrt(beta * np.log(beta)):.2f} (KDE-mode heuristic, "
+        "up to a model-dependent constant)"
+    )
 
 # %% [markdown]
 # ## Metastability: the count hardly changes between t = 18 and t = 30
@@ -48,4 +57,19 @@ for beta, counts in zip(params["betas"], final, strict=True):
 k18 = int(np.argmin(np.abs(data["ts"] - 18.0)))
 same = np.mean(data["counts"][:, :, k18] == data["counts"][:, :, -1], axis=1)
 for beta, frac in zip(params["betas"], same, strict=True):
-    print(f"β = {beta:g}: same count at t = 18 and t = {data['ts'][-1]:g} in {100 * frac:.0f}% of seeds")
+    print(
+        f"β = {beta:g}: same count at t = 18 and t = {data['ts'][-1]:g} in "
+        f"{100 * frac:.0f}% of seeds"
+    )
+
+# %% [markdown]
+# ## Fig. 1 style: pairwise inner products along the run
+# Histograms of ⟨x_i(t), x_j(t)⟩ (i < j) of the run shown, at the snapshot times: the mass moves to
+# ⟨x_i, x_j⟩ = 1 (within a cluster) and to the few values cos(gap) between clusters.
+
+# %%
+from attnflow import plot  # noqa: E402
+
+snap = [int(np.argmin(np.abs(data["ts"] - t))) for t in params["snapshot_times"]]
+hist, edges = af.inner_product_histogram(data["tokens"][-1][np.array(snap)], bins=40)
+axes = plot.inner_product_histograms(hist, edges, labels=[f"t = {data['ts'][k]:g}" for k in snap])

@@ -32,18 +32,24 @@ times = np.linspace(0.0, params["t1"], params["frames"])
 x0 = af.random_tokens(jr.key(0), params["n"], params["d"])
 fmt = plot.available_movie_format()
 path, frames = plot.token_movie(
-    movie.states(x0, params["beta"], times), out / f"tokens.{fmt}", times=times,
+    movie.states(x0, params["beta"], times),
+    out / f"tokens.{fmt}",
+    times=times,
     labels=lambda x: np.asarray(af.cluster_labels(x, params["delta"])),
-    fps=params["fps"], dpi=params["dpi"], fmt=fmt)
+    fps=params["fps"],
+    dpi=params["dpi"],
+    fmt=fmt,
+)
 print(f"wrote {frames} frames to {path} ({path.stat().st_size / 1e3:.0f} kB, {fmt})")
 
 # %% [markdown]
 # The last frame, drawn again as a still.
 
 # %%
-last = None
-for last in movie.states(x0, params["beta"], times[[0, -1]]):
-    pass
+*_, last = movie.states(x0, params["beta"], times[[0, -1]])
 draw = plot.tokens_on_sphere if params["d"] == 3 else plot.tokens_on_circle
-ax = draw(np.asarray(last), labels=np.asarray(af.cluster_labels(last, params["delta"])),
-          title=f"t = {times[-1]:g}: {int(af.count_clusters(last, params['delta']))} clusters")
+ax = draw(
+    np.asarray(last),
+    labels=np.asarray(af.cluster_labels(last, params["delta"])),
+    title=f"t = {times[-1]:g}: {int(af.count_clusters(last, params['delta']))} clusters",
+)

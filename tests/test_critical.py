@@ -55,9 +55,12 @@ def test_equally_spaced_points_on_the_circle_are_paper_strict_saddles(beta):
 
 
 def group_rotation(x, group, B, t):
-    """Lemma A.2's perturbation: x_i ↦ e^{tB} x_i for i in the group, the others fixed."""
-    rotated = x @ jax.scipy.linalg.expm(t * B).T
-    return jnp.where(group[:, None], rotated, x)
+    """Lemma A.2's perturbation: x_i ↦ e^{tB} x_i for i in the group, the others fixed.
+
+    B is a plane rotation generator (B³ = −B), so e^{tB} = I + sin(t) B + (1 − cos(t)) B².
+    """
+    rotation = jnp.eye(B.shape[0]) + np.sin(t) * B + (1 - np.cos(t)) * B @ B
+    return jnp.where(group[:, None], x @ rotation.T, x)
 
 
 @pytest.mark.parametrize(("d", "sizes"), [(2, (2, 3)), (2, (1, 4)), (3, (2, 3)), (3, (4, 1))])

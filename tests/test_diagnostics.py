@@ -1,12 +1,12 @@
 """Clustering diagnostics against independent computations: scipy's connected components, NumPy
 histograms, explicit loops for centres, masses and energies."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components
 
-import jax
-import jax.numpy as jnp
 import attnflow as af
 
 
@@ -24,13 +24,14 @@ def test_count_clusters_separated_caps():
     rng = np.random.default_rng(0)
     centres = np.linalg.qr(rng.normal(size=(5, 5)))[0][:, :4].T  # 4 orthonormal centres in R^5
     sizes = [1, 3, 5, 7]
-    x = np.concatenate([c + 1e-3 * rng.normal(size=(k, 5)) for c, k in zip(centres, sizes)])
+    caps = [c + 1e-3 * rng.normal(size=(k, 5)) for c, k in zip(centres, sizes, strict=True)]
+    x = np.concatenate(caps)
     x = af.normalize(jnp.asarray(x))
     assert int(af.count_clusters(x, 1e-3)) == 4
     labels = np.asarray(af.cluster_labels(x, 1e-3))
     starts = np.cumsum([0, *sizes[:-1]])
-    for start, k in zip(starts, sizes):
-        assert np.all(labels[start:start + k] == start)  # the smallest index of the component
+    for start, k in zip(starts, sizes, strict=True):
+        assert np.all(labels[start : start + k] == start)  # the smallest index of the component
 
 
 def test_count_clusters_non_transitive_chain():
@@ -104,7 +105,7 @@ def test_cluster_masses_batched_and_float32():
     masses = jax.jit(jax.vmap(lambda y: af.cluster_masses(y, 0.1)))(x)
     assert masses.dtype == jnp.float32 and masses.shape == (4, 10)
     np.testing.assert_allclose(masses.sum(axis=1), 1.0, rtol=1e-6)
-    for xi, mi in zip(x, masses):
+    for xi, mi in zip(x, masses, strict=True):
         count = scipy_components(xi, 0.1)[0]
         assert np.count_nonzero(np.asarray(mi)) == count
 
@@ -179,10 +180,12 @@ def test_energy_along_matches_direct_evaluation():
     assert values.shape == (2, 4)
     for a in range(2):
         for b in range(4):
-            assert float(values[a, b]) == pytest.approx(direct_energy(trajectory[a, b], beta),
-                                                        rel=1e-12)
+            assert float(values[a, b]) == pytest.approx(
+                direct_energy(trajectory[a, b], beta), rel=1e-12
+            )
             assert float(weighted[a, b]) == pytest.approx(
-                direct_energy(trajectory[a, b], beta, weights), rel=1e-12)
+                direct_energy(trajectory[a, b], beta, weights), rel=1e-12
+            )
     shifted = af.energy_along(trajectory, energy, log_shift=beta)
     np.testing.assert_allclose(shifted, values * np.exp(-beta), rtol=1e-12)
 

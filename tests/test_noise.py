@@ -63,9 +63,9 @@ def test_stratonovich_stays_on_the_sphere_pathwise():
     x0 = _from_e1(PATHS)
     deviations = [
         float(jnp.abs(jnp.linalg.norm(_brownian(jr.key(1), x0, dt), axis=-1) - 1).max())
-        for dt in (0.04, 0.02)
+        for dt in (1 / 32, 1 / 64)  # save times on the step grid: no interpolation
     ]
-    assert deviations[0] < 2e-2
+    assert deviations[0] < 1e-2
     assert deviations[0] / deviations[1] > 2.5, deviations
 
 
@@ -155,18 +155,8 @@ def test_differentiable_pathwise_and_drift_is_the_field():
 
 def test_float32():
     x0 = af.random_tokens(jr.key(8), 3, D, dtype=jnp.float32)
-    for form in ("ito", "stratonovich"):
-        ys = af.solve_sde(
-            af.SelfAttention(1.0),
-            x0,
-            0.2,
-            sigma=0.1,
-            key=jr.key(9),
-            dt=0.05,
-            form=form,
-            solver=diffrax.Heun() if form == "stratonovich" else None,
-        ).ys
-        assert ys.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(ys)))
+    ys = af.solve_sde(None, x0, 0.2, sigma=0.1, key=jr.key(9), dt=0.05, form="ito").ys
+    assert ys.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(ys)))
 
 
 def test_bad_inputs():

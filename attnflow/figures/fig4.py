@@ -29,19 +29,41 @@ from attnflow import plot
 from attnflow.figures._output import write_outputs
 
 PRESETS = {
-    "quick": {"n": 12, "betas": [4.0, 9.0], "t1": 30.0, "num_times": 16,
-              "snapshot_times": [0.0, 2.5, 18.0, 30.0], "seeds": 6, "delta": 1e-3},
-    "default": {"n": 32, "betas": [4.0, 9.0], "t1": 30.0, "num_times": 61,
-                "snapshot_times": [0.0, 2.5, 18.0, 30.0], "seeds": 128, "delta": 1e-3},
-    "full": {"n": 32, "betas": [4.0, 9.0], "t1": 30.0, "num_times": 121,
-             "snapshot_times": [0.0, 2.5, 18.0, 30.0], "seeds": 1024, "delta": 1e-3},
+    "quick": {
+        "n": 12,
+        "betas": [4.0, 9.0],
+        "t1": 30.0,
+        "num_times": 16,
+        "snapshot_times": [0.0, 2.5, 18.0, 30.0],
+        "seeds": 6,
+        "delta": 1e-3,
+    },
+    "default": {
+        "n": 32,
+        "betas": [4.0, 9.0],
+        "t1": 30.0,
+        "num_times": 61,
+        "snapshot_times": [0.0, 2.5, 18.0, 30.0],
+        "seeds": 128,
+        "delta": 1e-3,
+    },
+    "full": {
+        "n": 32,
+        "betas": [4.0, 9.0],
+        "t1": 30.0,
+        "num_times": 121,
+        "snapshot_times": [0.0, 2.5, 18.0, 30.0],
+        "seeds": 1024,
+        "delta": 1e-3,
+    },
 }
 
 
 def save_times(t1: float, num_times: int, snapshot_times) -> np.ndarray:
     """An even grid on [0, t1] merged with the snapshot times."""
-    return np.unique(np.concatenate([np.linspace(0.0, t1, num_times),
-                                     np.asarray(snapshot_times, float)]))
+    return np.unique(
+        np.concatenate([np.linspace(0.0, t1, num_times), np.asarray(snapshot_times, float)])
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("delta",))
@@ -82,23 +104,31 @@ def plot_figure(data: dict, params: dict):
     betas, snaps = params["betas"], params["snapshot_times"]
     ts = data["ts"]
     columns = len(snaps) + 2
-    fig, axes = plt.subplots(len(betas), columns, figsize=(2.6 * columns, 2.7 * len(betas)),
-                             squeeze=False,
-                             gridspec_kw={"width_ratios": [1] * len(snaps) + [1.6, 1.4]})
+    fig, axes = plt.subplots(
+        len(betas),
+        columns,
+        figsize=(2.6 * columns, 2.7 * len(betas)),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1] * len(snaps) + [1.6, 1.4]},
+    )
     for row, beta in enumerate(betas):
         for col, t in enumerate(snaps):
             k = int(np.argmin(np.abs(ts - t)))
             x = data["tokens"][row, k]
             labels = np.asarray(af.cluster_labels(jnp.asarray(x), params["delta"]))
-            plot.tokens_on_circle(x, labels=labels, ax=axes[row, col], size=18,
-                                  title=f"β = {beta:g}, t = {ts[k]:g}")
+            plot.tokens_on_circle(
+                x, labels=labels, ax=axes[row, col], size=18, title=f"β = {beta:g}, t = {ts[k]:g}"
+            )
         curve = axes[row, len(snaps)]
-        plot.cluster_count_curve(ts, data["counts"][row], ax=curve, label="seeds (median)",
-                                 color="C0")
-        plot.cluster_count_curve(ts, data["counts"][row, 0], ax=curve, label="run shown",
-                                 color="C3")
-        plot.cluster_count_histogram([data["counts"][row, :, -1]], ax=axes[row, -1],
-                                     title=f"clusters at t = {ts[-1]:g}")
+        plot.cluster_count_curve(
+            ts, data["counts"][row], ax=curve, label="seeds (median)", color="C0"
+        )
+        plot.cluster_count_curve(
+            ts, data["counts"][row, 0], ax=curve, label="run shown", color="C3"
+        )
+        plot.cluster_count_histogram(
+            [data["counts"][row, :, -1]], ax=axes[row, -1], title=f"clusters at t = {ts[-1]:g}"
+        )
     fig.tight_layout()
     return fig
 
@@ -108,14 +138,21 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     jax.config.update("jax_enable_x64", True)
     start = time.perf_counter()
     ts = save_times(params["t1"], params["num_times"], params["snapshot_times"])
-    data = simulate(jr.key(seed), n=params["n"], betas=params["betas"], ts=ts,
-                    seeds=params["seeds"], delta=params["delta"])
+    data = simulate(
+        jr.key(seed),
+        n=params["n"],
+        betas=params["betas"],
+        ts=ts,
+        seeds=params["seeds"],
+        delta=params["delta"],
+    )
     solved = time.perf_counter()
     fig = plot_figure(data, params)
     final = data["counts"][:, :, -1]
-    summary = {f"beta={b:g}": {str(int(v)): int(np.sum(final[i] == v))
-                               for v in np.unique(final[i])}
-               for i, b in enumerate(params["betas"])}
+    summary = {
+        f"beta={b:g}": {str(int(v)): int(np.sum(final[i] == v)) for v in np.unique(final[i])}
+        for i, b in enumerate(params["betas"])
+    }
     record = {**params, "seed": seed, "final_cluster_counts": summary}
     timings = {"solve": solved - start, "plot": time.perf_counter() - solved}
     return write_outputs(out, "fig4", fig, data, record, timings)

@@ -22,12 +22,39 @@ from attnflow import plot
 from attnflow.figures._output import write_outputs
 
 PRESETS = {
-    "quick": {"n": 16, "d": 2, "beta": 4.0, "t1": 10.0, "frames": 5, "fps": 5, "dpi": 50,
-              "delta": 1e-3, "format": None},
-    "default": {"n": 64, "d": 3, "beta": 4.0, "t1": 20.0, "frames": 100, "fps": 15, "dpi": 80,
-                "delta": 1e-3, "format": None},
-    "full": {"n": 128, "d": 3, "beta": 9.0, "t1": 30.0, "frames": 300, "fps": 25, "dpi": 110,
-             "delta": 1e-3, "format": None},
+    "quick": {
+        "n": 16,
+        "d": 2,
+        "beta": 4.0,
+        "t1": 10.0,
+        "frames": 5,
+        "fps": 5,
+        "dpi": 50,
+        "delta": 1e-3,
+        "format": None,
+    },
+    "default": {
+        "n": 64,
+        "d": 3,
+        "beta": 4.0,
+        "t1": 20.0,
+        "frames": 100,
+        "fps": 15,
+        "dpi": 80,
+        "delta": 1e-3,
+        "format": None,
+    },
+    "full": {
+        "n": 128,
+        "d": 3,
+        "beta": 9.0,
+        "t1": 30.0,
+        "frames": 300,
+        "fps": 25,
+        "dpi": 110,
+        "delta": 1e-3,
+        "format": None,
+    },
 }
 
 
@@ -69,8 +96,15 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     def labels(x):
         return np.asarray(af.cluster_labels(x, params["delta"]))
 
-    path, frames = plot.token_movie(recorded(), target, times=times, labels=labels,
-                                    fps=params["fps"], dpi=params["dpi"], fmt=fmt)
+    path, frames = plot.token_movie(
+        recorded(),
+        target,
+        times=times,
+        labels=labels,
+        fps=params["fps"],
+        dpi=params["dpi"],
+        fmt=fmt,
+    )
     written = time.perf_counter()
     xs = np.stack(kept)
     picks = np.unique(np.linspace(0, frames - 1, 4).round().astype(int))
@@ -81,8 +115,11 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
         draw = plot.tokens_on_sphere if three_d else plot.tokens_on_circle
         draw(xs[k], labels=labels(xs[k]), ax=ax, title=f"t = {times[k]:.2f}")
     fig.suptitle(f"(SA), n = {params['n']}, d = {params['d']}, β = {params['beta']:g}")
-    data = {"ts": times, "tokens": xs,
-            "clusters": np.array([len(np.unique(labels(x))) for x in xs])}
+    data = {
+        "ts": times,
+        "tokens": xs,
+        "clusters": np.array([len(np.unique(labels(x))) for x in xs]),
+    }
     record = {**params, "format": fmt, "movie": path.name, "frames": frames, "seed": seed}
     timings = {"solve_and_write_movie": written - start}
     return write_outputs(out, "movie", fig, data, record, timings) + [path]

@@ -46,12 +46,36 @@ import attnflow as af
 from attnflow.figures._output import write_outputs
 
 PRESETS = {
-    "quick": {"n": 8, "beta": 10.0, "t1": 1e8, "num_times": 120, "delta": 1e-3,
-              "rtol": 1e-8, "atol": 1e-10, "max_steps": 4000},
-    "default": {"n": 32, "beta": 12.0, "t1": 1e10, "num_times": 400, "delta": 1e-3,
-                "rtol": 1e-8, "atol": 1e-10, "max_steps": 20000},
-    "full": {"n": 64, "beta": 16.0, "t1": 1e13, "num_times": 1000, "delta": 1e-3,
-             "rtol": 1e-9, "atol": 1e-11, "max_steps": 100000},
+    "quick": {
+        "n": 8,
+        "beta": 10.0,
+        "t1": 1e8,
+        "num_times": 120,
+        "delta": 1e-3,
+        "rtol": 1e-8,
+        "atol": 1e-10,
+        "max_steps": 4000,
+    },
+    "default": {
+        "n": 32,
+        "beta": 12.0,
+        "t1": 1e10,
+        "num_times": 400,
+        "delta": 1e-3,
+        "rtol": 1e-8,
+        "atol": 1e-10,
+        "max_steps": 20000,
+    },
+    "full": {
+        "n": 64,
+        "beta": 16.0,
+        "t1": 1e13,
+        "num_times": 1000,
+        "delta": 1e-3,
+        "rtol": 1e-9,
+        "atol": 1e-11,
+        "max_steps": 100000,
+    },
 }
 
 
@@ -69,10 +93,16 @@ def _integrate(theta0, beta, ts, rtol, atol, max_steps):
 
     solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=rtol, atol=atol))
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field), solver, ts[0], ts[-1], None, theta0,
+        diffrax.ODETerm(field),
+        solver,
+        ts[0],
+        ts[-1],
+        None,
+        theta0,
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps, throw=False,
+        max_steps=max_steps,
+        throw=False,
     )
     return sol.ys, sol.result == diffrax.RESULTS.successful, sol.stats["num_steps"]
 
@@ -86,8 +116,16 @@ def _analyse(theta, beta, delta):
     return xs, energy, labels, masses
 
 
-def simulate(theta0, beta: float, ts, *, delta: float = 1e-3, rtol: float = 1e-8,
-             atol: float = 1e-10, max_steps: int = 20000) -> dict:
+def simulate(
+    theta0,
+    beta: float,
+    ts,
+    *,
+    delta: float = 1e-3,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 20000,
+) -> dict:
     """Integrate (USA) on the circle from angles ``theta0`` (n,) and analyse every save time.
 
     Returns a dict of NumPy arrays: ``ts`` (T,), ``theta`` (T, n), ``tokens`` (T, n, 2),
@@ -108,8 +146,12 @@ def simulate(theta0, beta: float, ts, *, delta: float = 1e-3, rtol: float = 1e-8
     masses = np.asarray(masses)
     labels = np.asarray(labels)
     return {
-        "ts": np.asarray(ts), "theta": np.asarray(theta), "tokens": np.asarray(xs),
-        "energy": np.asarray(energy), "labels": labels, "masses": masses,
+        "ts": np.asarray(ts),
+        "theta": np.asarray(theta),
+        "tokens": np.asarray(xs),
+        "energy": np.asarray(energy),
+        "labels": labels,
+        "masses": masses,
         "levels": np.sum(masses**2, axis=-1),
         "counts": np.array([len(np.unique(row)) for row in labels]),
         "num_steps": int(steps),
@@ -132,35 +174,50 @@ def merge_events(result: dict) -> list[dict]:
             parts = np.unique(before[members])
             if len(parts) < 2:
                 continue
-            events.append({
-                "t_before": float(ts[k - 1]), "t_after": float(ts[k]),
-                "clusters_before": int(result["counts"][k - 1]),
-                "clusters_after": int(result["counts"][k]),
-                "merged_masses": [float(np.sum(before == p) / n) for p in parts],
-                "new_mass": float(np.sum(members) / n),
-                "energy_before": float(result["energy"][k - 1]),
-                "energy_after": float(result["energy"][k]),
-                "level_before": float(result["levels"][k - 1]),
-                "level_after": float(result["levels"][k]),
-            })
+            events.append(
+                {
+                    "t_before": float(ts[k - 1]),
+                    "t_after": float(ts[k]),
+                    "clusters_before": int(result["counts"][k - 1]),
+                    "clusters_after": int(result["counts"][k]),
+                    "merged_masses": [float(np.sum(before == p) / n) for p in parts],
+                    "new_mass": float(np.sum(members) / n),
+                    "energy_before": float(result["energy"][k - 1]),
+                    "energy_after": float(result["energy"][k]),
+                    "level_before": float(result["levels"][k - 1]),
+                    "level_after": float(result["levels"][k]),
+                }
+            )
     return events
 
 
-def write_merge_log(events: list[dict], out: pathlib.Path, name: str = "staircase_merges"
-                    ) -> list[pathlib.Path]:
+def write_merge_log(
+    events: list[dict], out: pathlib.Path, name: str = "staircase_merges"
+) -> list[pathlib.Path]:
     """Write the merge events as ``NAME.json`` and ``NAME.csv``; returns the two paths."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     js, table = out / f"{name}.json", out / f"{name}.csv"
     js.write_text(json.dumps(events, indent=2))
-    columns = ["t_before", "t_after", "clusters_before", "clusters_after", "merged_masses",
-               "new_mass", "energy_before", "energy_after", "level_before", "level_after"]
+    columns = [
+        "t_before",
+        "t_after",
+        "clusters_before",
+        "clusters_after",
+        "merged_masses",
+        "new_mass",
+        "energy_before",
+        "energy_after",
+        "level_before",
+        "level_after",
+    ]
     with table.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         for event in events:
-            writer.writerow({**event, "merged_masses": " ".join(
-                f"{m:.6g}" for m in event["merged_masses"])})
+            writer.writerow(
+                {**event, "merged_masses": " ".join(f"{m:.6g}" for m in event["merged_masses"])}
+            )
     return [js, table]
 
 
@@ -171,20 +228,27 @@ def plot(result: dict, events: list[dict], params: dict):
 
     ts = result["ts"]
     keep = ts > 0
-    fig, axes = plt.subplots(3, 1, figsize=(7, 8), sharex=True,
-                             gridspec_kw={"height_ratios": [1.3, 1, 0.7]})
+    fig, axes = plt.subplots(
+        3, 1, figsize=(7, 8), sharex=True, gridspec_kw={"height_ratios": [1.3, 1, 0.7]}
+    )
     # Angles relative to the final cluster, wrapped to (−π, π]; lines break where they wrap.
     final = np.angle(np.mean(np.exp(1j * result["theta"][-1])))
     angles = np.angle(np.exp(1j * (result["theta"] - final)))[keep]
     jumps = np.abs(np.diff(angles, axis=0)) > np.pi
     angles[1:][jumps] = np.nan
     axes[0].plot(ts[keep], angles, lw=0.8)
-    axes[0].set(xscale="log", ylabel="θ_i − θ_final", ylim=(-np.pi, np.pi),
-                title=f"(USA) on the circle: n = {params['n']}, β = {params['beta']:g}")
-    merge_times = sorted({np.sqrt(e["t_before"] * e["t_after"]) for e in events
-                          if e["t_before"] > 0})
-    aplot.energy_staircase(ts, result["energy"], levels=result["levels"],
-                           merge_times=merge_times, ax=axes[1])
+    axes[0].set(
+        xscale="log",
+        ylabel="θ_i − θ_final",
+        ylim=(-np.pi, np.pi),
+        title=f"(USA) on the circle: n = {params['n']}, β = {params['beta']:g}",
+    )
+    merge_times = sorted(
+        {np.sqrt(e["t_before"] * e["t_after"]) for e in events if e["t_before"] > 0}
+    )
+    aplot.energy_staircase(
+        ts, result["energy"], levels=result["levels"], merge_times=merge_times, ax=axes[1]
+    )
     aplot.cluster_count_curve(ts[keep], result["counts"][keep], ax=axes[2], logx=True)
     axes[1].set_xlabel("")
     fig.tight_layout()
@@ -197,14 +261,26 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     start = time.perf_counter()
     theta0 = jr.uniform(jr.key(seed), (params["n"],), jnp.float64, 0.0, 2 * np.pi)
     ts = save_times(params["beta"], params["t1"], params["num_times"])
-    result = simulate(theta0, params["beta"], ts, delta=params["delta"], rtol=params["rtol"],
-                      atol=params["atol"], max_steps=params["max_steps"])
+    result = simulate(
+        theta0,
+        params["beta"],
+        ts,
+        delta=params["delta"],
+        rtol=params["rtol"],
+        atol=params["atol"],
+        max_steps=params["max_steps"],
+    )
     solved = time.perf_counter()
     events = merge_events(result)
     fig = plot(result, events, params)
     data = {k: v for k, v in result.items() if k != "num_steps"}
     timings = {"solve_and_analyse": solved - start, "plot": time.perf_counter() - solved}
-    record = {**params, "seed": seed, "num_steps": result["num_steps"],
-              "merges": len(events), "final_clusters": int(result["counts"][-1])}
+    record = {
+        **params,
+        "seed": seed,
+        "num_steps": result["num_steps"],
+        "merges": len(events),
+        "final_clusters": int(result["counts"][-1]),
+    }
     paths = write_outputs(out, "staircase", fig, data, record, timings)
     return paths + write_merge_log(events, out)

@@ -10,10 +10,12 @@ _TAB = plt.get_cmap("tab10")
 def _token_colors(labels, n):
     if labels is None:
         return "C0"
-    labels = np.asarray(labels)
-    # Clusters are coloured by the rank of their label so the colours stay stable across frames.
-    _, rank = np.unique(labels, return_inverse=True)
-    return [_TAB(int(r) % 10) for r in rank.reshape(n)]
+    labels = np.asarray(labels).reshape(n)
+    # Clusters of two or more tokens are coloured by the rank of their label (stable across
+    # frames); lone tokens are grey, so an unclustered start is not a rainbow.
+    _, rank, sizes = np.unique(labels, return_inverse=True, return_counts=True)
+    shared = np.cumsum(sizes > 1) - 1
+    return ["0.55" if sizes[r] == 1 else _TAB(int(shared[r]) % 10) for r in rank]
 
 
 def tokens_on_circle(x, *, labels=None, ax=None, path=None, title=None, size=28):
@@ -30,21 +32,30 @@ def tokens_on_circle(x, *, labels=None, ax=None, path=None, title=None, size=28)
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != 2:
         raise ValueError(f"x: expected tokens on the circle, shape (n, 2), got {x.shape}")
-    fig, ax = (plt.subplots(figsize=(3, 3)) if ax is None else (ax.figure, ax))
+    fig, ax = plt.subplots(figsize=(3, 3)) if ax is None else (ax.figure, ax)
     angle = np.linspace(0, 2 * np.pi, 256)
     ax.plot(np.cos(angle), np.sin(angle), color="0.75", lw=1, zorder=0)
-    ax.scatter(x[:, 0], x[:, 1], s=size, c=_token_colors(labels, len(x)), edgecolors="k",
-               linewidths=0.4, zorder=2)
-    ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xticks=[], yticks=[],
-           title=title)
+    ax.scatter(
+        x[:, 0],
+        x[:, 1],
+        s=size,
+        c=_token_colors(labels, len(x)),
+        edgecolors="k",
+        linewidths=0.4,
+        zorder=2,
+    )
+    ax.set(
+        xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xticks=[], yticks=[], title=title
+    )
     for spine in ax.spines.values():
         spine.set_visible(False)
     finish(fig, path)
     return ax
 
 
-def tokens_on_sphere(x, *, labels=None, ax=None, path=None, title=None, size=22,
-                     elev=20.0, azim=35.0):
+def tokens_on_sphere(
+    x, *, labels=None, ax=None, path=None, title=None, size=22, elev=20.0, azim=35.0
+):
     """Scatter tokens x: (n, 3) on the unit sphere S² over a light wireframe (a 3-d axes is
     created if ``ax`` is None). Returns the axes.
 
@@ -63,10 +74,17 @@ def tokens_on_sphere(x, *, labels=None, ax=None, path=None, title=None, size=22,
         ax = fig.add_subplot(projection="3d")
     fig = ax.figure
     u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 25), np.linspace(0, np.pi, 13))
-    ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85",
-                      lw=0.5)
-    ax.scatter(x[:, 0], x[:, 1], x[:, 2], s=size, c=_token_colors(labels, len(x)),
-               edgecolors="k", linewidths=0.3, depthshade=True)
+    ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.5)
+    ax.scatter(
+        x[:, 0],
+        x[:, 1],
+        x[:, 2],
+        s=size,
+        c=_token_colors(labels, len(x)),
+        edgecolors="k",
+        linewidths=0.3,
+        depthshade=True,
+    )
     ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), xticks=[], yticks=[], zticks=[], title=title)
     ax.set_box_aspect((1, 1, 1), zoom=1.25)
     ax.view_init(elev=elev, azim=azim)
@@ -75,8 +93,17 @@ def tokens_on_sphere(x, *, labels=None, ax=None, path=None, title=None, size=22,
     return ax
 
 
-def hessian_kernel_curves(taus, values, betas, tau_stars=None, *, normalize=True, ax=None,
-                          path=None, colors=("m", "c", "C2", "C3")):
+def hessian_kernel_curves(
+    taus,
+    values,
+    betas,
+    tau_stars=None,
+    *,
+    normalize=True,
+    ax=None,
+    path=None,
+    colors=("m", "c", "C2", "C3"),
+):
     """Fig. 6: the kernel g_β(τ) = (cos τ − β sin² τ) e^{β cos τ} of App. B, one curve per β,
     with dashed lines at ±τ*_β.
 
@@ -99,9 +126,11 @@ def hessian_kernel_curves(taus, values, betas, tau_stars=None, *, normalize=True
     """
     taus, values = np.asarray(taus), np.atleast_2d(np.asarray(values))
     if values.shape != (len(betas), len(taus)):
-        raise ValueError(f"values: expected shape (len(betas), len(taus)) = "
-                         f"{(len(betas), len(taus))}, got {values.shape}")
-    fig, ax = (plt.subplots(figsize=(5.5, 3.4)) if ax is None else (ax.figure, ax))
+        raise ValueError(
+            f"values: expected shape (len(betas), len(taus)) = "
+            f"{(len(betas), len(taus))}, got {values.shape}"
+        )
+    fig, ax = plt.subplots(figsize=(5.5, 3.4)) if ax is None else (ax.figure, ax)
     ax.axhline(0, color="0.6", lw=0.8)
     for k, beta in enumerate(betas):
         color = colors[k % len(colors)]
@@ -110,9 +139,11 @@ def hessian_kernel_curves(taus, values, betas, tau_stars=None, *, normalize=True
         if tau_stars is not None:
             for sign in (-1, 1):
                 ax.axvline(sign * tau_stars[k], color=color, ls="--", lw=1)
-    ax.set(xlabel=r"$\tau$",
-           ylabel=r"$g_\beta(\tau)\, e^{-\beta}$" if normalize else r"$g_\beta(\tau)$",
-           xlim=(taus[0], taus[-1]))
+    ax.set(
+        xlabel=r"$\tau$",
+        ylabel=r"$g_\beta(\tau)\, e^{-\beta}$" if normalize else r"$g_\beta(\tau)$",
+        xlim=(taus[0], taus[-1]),
+    )
     ax.legend(frameon=False)
     finish(fig, path)
     return ax

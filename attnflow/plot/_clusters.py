@@ -7,8 +7,9 @@ from matplotlib.ticker import MaxNLocator
 from ._common import finish, plt
 
 
-def cluster_count_curve(ts, counts, *, ax=None, path=None, label=None, color=None, title=None,
-                        logx=False):
+def cluster_count_curve(
+    ts, counts, *, ax=None, path=None, label=None, color=None, title=None, logx=False
+):
     """Number of clusters against time. ``counts`` is (T,) for one run, or (seeds, T): then the
     median is drawn with the 10–90% band across seeds. Returns the axes.
 
@@ -21,9 +22,10 @@ def cluster_count_curve(ts, counts, *, ax=None, path=None, label=None, color=Non
     """
     ts, counts = np.asarray(ts), np.asarray(counts)
     if counts.shape[-1] != ts.shape[0] or counts.ndim not in (1, 2):
-        raise ValueError(f"counts: expected shape (T,) or (seeds, T) with T = {ts.shape[0]}, "
-                         f"got {counts.shape}")
-    fig, ax = (plt.subplots(figsize=(4.5, 3)) if ax is None else (ax.figure, ax))
+        raise ValueError(
+            f"counts: expected shape (T,) or (seeds, T) with T = {ts.shape[0]}, got {counts.shape}"
+        )
+    fig, ax = plt.subplots(figsize=(4.5, 3)) if ax is None else (ax.figure, ax)
     if counts.ndim == 1:
         ax.step(ts, counts, where="post", lw=2, label=label, color=color)
     else:
@@ -56,15 +58,19 @@ def cluster_count_histogram(counts, *, labels=None, ax=None, path=None, title=No
     rows = [np.asarray(c).ravel().astype(int) for c in counts]
     if labels is not None and len(labels) != len(rows):
         raise ValueError(f"labels: expected {len(rows)} labels, got {len(labels)}")
-    fig, ax = (plt.subplots(figsize=(4.5, 3)) if ax is None else (ax.figure, ax))
+    fig, ax = plt.subplots(figsize=(4.5, 3)) if ax is None else (ax.figure, ax)
     lo = min(int(r.min()) for r in rows)
     hi = max(int(r.max()) for r in rows)
     values = np.arange(lo, hi + 1)
     width = 0.8 / len(rows)
     for k, row in enumerate(rows):
         freq = np.array([(row == v).mean() for v in values])
-        ax.bar(values + (k - (len(rows) - 1) / 2) * width, freq, width=width,
-               label=None if labels is None else labels[k])
+        ax.bar(
+            values + (k - (len(rows) - 1) / 2) * width,
+            freq,
+            width=width,
+            label=None if labels is None else labels[k],
+        )
     ax.set(xlabel="clusters", ylabel="fraction of seeds", xticks=values, title=title)
     if labels is not None:
         ax.legend(frameon=False)
@@ -72,8 +78,17 @@ def cluster_count_histogram(counts, *, labels=None, ax=None, path=None, title=No
     return ax
 
 
-def energy_staircase(ts, energy, *, levels=None, merge_times=None, ax=None, path=None,
-                     title=None, ylabel=r"$2\beta e^{-\beta} E_\beta$"):
+def energy_staircase(
+    ts,
+    energy,
+    *,
+    levels=None,
+    merge_times=None,
+    ax=None,
+    path=None,
+    title=None,
+    ylabel=r"$2\beta e^{-\beta} E_\beta$",
+):
     """The normalised energy against log time, with the plateau levels Σ_q m_q² (``levels``:
     (T,), drawn dashed) and vertical lines at the cluster merges (``merge_times``). Times ≤ 0
     are not drawn on the log axis. Returns the axes.
@@ -88,11 +103,18 @@ def energy_staircase(ts, energy, *, levels=None, merge_times=None, ax=None, path
     """
     ts, energy = np.asarray(ts, float), np.asarray(energy, float)
     keep = ts > 0
-    fig, ax = (plt.subplots(figsize=(6, 3.4)) if ax is None else (ax.figure, ax))
+    fig, ax = plt.subplots(figsize=(6, 3.4)) if ax is None else (ax.figure, ax)
     ax.plot(ts[keep], energy[keep], lw=2, label="energy")
     if levels is not None:
-        ax.step(ts[keep], np.asarray(levels, float)[keep], where="post", ls="--", color="k",
-                lw=1, label="Σ m_q² of the clusters")
+        ax.step(
+            ts[keep],
+            np.asarray(levels, float)[keep],
+            where="post",
+            ls="--",
+            color="k",
+            lw=1,
+            label="Σ m_q² of the clusters",
+        )
     for t in [] if merge_times is None else merge_times:
         ax.axvline(t, color="C3", lw=0.7, alpha=0.6)
     ax.set(xscale="log", xlabel="t", ylabel=ylabel, title=title)
@@ -117,8 +139,10 @@ def inner_product_histograms(hist, edges, *, labels=None, axes=None, path=None, 
     """
     hist, edges = np.atleast_2d(np.asarray(hist)), np.asarray(edges)
     if hist.ndim != 2 or hist.shape[1] != len(edges) - 1:
-        raise ValueError(f"hist: expected shape (k, bins) with bins = len(edges) - 1 = "
-                         f"{len(edges) - 1}, got {hist.shape}")
+        raise ValueError(
+            f"hist: expected shape (k, bins) with bins = len(edges) - 1 = "
+            f"{len(edges) - 1}, got {hist.shape}"
+        )
     k = hist.shape[0]
     if axes is None:
         fig, axes = plt.subplots(1, k, figsize=(2.4 * k, 2.4), sharey=True, squeeze=False)
@@ -126,7 +150,10 @@ def inner_product_histograms(hist, edges, *, labels=None, axes=None, path=None, 
     fig = axes[0].figure
     for j in range(k):
         axes[j].bar(edges[:-1], hist[j], width=np.diff(edges), align="edge", color=color)
-        axes[j].set(xlabel="⟨x_i, x_j⟩", xlim=(edges[0], edges[-1]),
-                    title=None if labels is None else labels[j])
+        axes[j].set(
+            xlabel="⟨x_i, x_j⟩",
+            xlim=(edges[0], edges[-1]),
+            title=None if labels is None else labels[j],
+        )
     finish(fig, path)
     return axes

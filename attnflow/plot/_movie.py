@@ -42,8 +42,9 @@ class _GifStream:
         if self.palette is None:
             self.palette = image.quantize(colors=255, method=Image.Quantize.MEDIANCUT)
             frame = image.quantize(palette=self.palette, dither=Image.Dither.NONE)
-            header, _ = GifImagePlugin.getheader(frame, info={"loop": 0, "duration": self.duration,
-                                                              "optimize": False})
+            header, _ = GifImagePlugin.getheader(
+                frame, info={"loop": 0, "duration": self.duration, "optimize": False}
+            )
             self.file.write(b"".join(header))
         else:
             frame = image.quantize(palette=self.palette, dither=Image.Dither.NONE)
@@ -63,8 +64,9 @@ def _rgb(fig, dpi):
     return np.asarray(Image.open(buffer).convert("RGB"))
 
 
-def token_movie(states, path, *, times=None, labels=None, fps=10, dpi=80, fmt=None,
-                title="t = {t:.2f}"):
+def token_movie(
+    states, path, *, times=None, labels=None, fps=10, dpi=80, fmt=None, title="t = {t:.2f}"
+):
     """Write an animation of tokens on the circle (d = 2) or the sphere S² (d = 3).
 
     Args:
@@ -106,8 +108,9 @@ def token_movie(states, path, *, times=None, labels=None, fps=10, dpi=80, fmt=No
             if figure is None:
                 d = x.shape[-1]
                 if d not in (2, 3):
-                    raise ValueError(f"states: expected tokens on S¹ (d = 2) or S² (d = 3), got "
-                                     f"d = {d}")
+                    raise ValueError(
+                        f"states: expected tokens on S¹ (d = 2) or S² (d = 3), got d = {d}"
+                    )
                 figure = plt.figure(figsize=(4, 4))
                 ax = figure.add_subplot(projection="3d" if d == 3 else None)
                 if fmt == "mp4":
