@@ -50,6 +50,7 @@ def solve_sde(
     form: Literal["stratonovich", "ito"] = "stratonovich",
     solver: diffrax.AbstractSolver | None = None,
     dt=1e-2,
+    brownian: Literal["tree", "fast"] = "tree",
     max_steps: int | None = None,
     adjoint: diffrax.AbstractAdjoint | None = None,
     args=None,
@@ -85,10 +86,16 @@ def solve_sde(
         form: ``"stratonovich"`` (default solver ``SlowRK``) or ``"ito"`` (default ``Euler``,
             i.e. Euler–Maruyama). Measured on Brownian motion on S^2 (σ = 0.5, t = 1, dt = 0.01):
             SlowRK keeps max|x_i| − 1 ≈ 4e-4 with a bias of 3e-3 on E⟨x, e_1⟩; ``Heun`` is
-            ~3× cheaper per step but gives 3e-2 and 2e-2; Euler–Maruyama is unbiased in the mean
+            ~4× cheaper per step but gives 3e-2 and 2e-2; Euler–Maruyama is unbiased in the mean
             to 2e-3 but lets |x_i| wander by O(√(σ dt)) (0.18) along single paths.
         solver: any diffrax SDE solver consistent with ``form``.
         dt: the constant step.
+        brownian: ``"tree"`` (default): a ``diffrax.VirtualBrownianTree`` (tolerance dt/4):
+            deterministic given ``key`` and differentiable. ``"fast"``: a
+            ``diffrax.UnsafeBrownianPath``, a fresh Gaussian increment per step, ~100× cheaper
+            for per-token noise (n·d Brownian coordinates; measured in
+            benchmarks/RESULTS_variants_a.md) but NOT differentiable and not bit-reproducible:
+            for forward Monte Carlo only.
         max_steps: default ⌈(t1 − t0)/dt⌉ + 1 (needs concrete t0, t1; pass it otherwise).
         adjoint: default ``RecursiveCheckpointAdjoint()`` (exact reverse mode).
         args: passed to ``field``.
@@ -108,6 +115,8 @@ def solve_sde(
     """
     x0 = check_tokens(x0, "x0")
     sigma = check_beta(sigma, name="sigma")
+    if brownian not in ("tree", "fast"):
+        raise ValueError(f"brownian: expected 'tree' or 'fast', got {brownian!r}")
     if form not in ("stratonovich", "ito"):
         raise ValueError(f"form: expected 'stratonovich' or 'ito', got {form!r}")
     if field is not None and not callable(field):
@@ -140,11 +149,14 @@ def solve_sde(
         return lx.FunctionLinearOperator(_projector(y, scale), structure)
 
     levy = _LEVY_AREA.get(getattr(solver, "minimal_levy_area", None), diffrax.BrownianIncrement)
-    # tol below dt so that the tree resolves every solver step and stage time.
-    brownian = diffrax.VirtualBrownianTree(
-        t0, t1, tol=dt / 4, shape=structure, key=key, levy_area=levy
-    )
-    terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, brownian))
+    if brownian == "fast":
+        path = diffrax.UnsafeBrownianPath(shape=structure, key=key, levy_area=levy)
+    else:
+        # tol below dt so that the tree resolves every solver step and stage time.
+        path = diffrax.VirtualBrownianTree(
+            t0, t1, tol=dt / 4, shape=structure, key=key, levy_area=levy
+        )
+    terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, path))
     if ts is None:
         saveat = diffrax.SaveAt(t1=True)
     else:

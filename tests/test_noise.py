@@ -22,8 +22,8 @@ TS = jnp.array([0.5, 1.0])
 PATHS = 2000
 
 
-@functools.partial(jax.jit, static_argnames=("form", "common_noise"))
-def _brownian(key, x0, dt, form="stratonovich", common_noise=False):
+@functools.partial(jax.jit, static_argnames=("form", "brownian"))
+def _brownian(key, x0, dt, form="stratonovich", brownian="tree"):
     sol = af.solve_sde(
         None,
         x0,
@@ -33,7 +33,7 @@ def _brownian(key, x0, dt, form="stratonovich", common_noise=False):
         dt=dt,
         ts=TS,
         form=form,
-        common_noise=common_noise,
+        brownian=brownian,
         max_steps=int(T / 0.005) + 1,
     )
     return sol.ys
@@ -49,9 +49,9 @@ def _assert_mean_within(samples, expected, num_se=4.0):
     assert abs(samples.mean() - expected) <= num_se * se, (samples.mean(), expected, se)
 
 
-@pytest.mark.parametrize("form", ["stratonovich", "ito"])
-def test_mean_of_first_coordinate_decays_like_heat_semigroup(form):
-    ys = _brownian(jr.key(0), _from_e1(PATHS), 0.02, form=form)
+@pytest.mark.parametrize(("form", "brownian"), [("stratonovich", "tree"), ("ito", "fast")])
+def test_mean_of_first_coordinate_decays_like_heat_semigroup(form, brownian):
+    ys = _brownian(jr.key(0), _from_e1(PATHS), 0.02, form=form, brownian=brownian)
     assert float(jnp.abs(ys[-1, 0] - ys[-1, 1]).max()) > 0.1  # independent paths
     for t, y in zip(np.asarray(TS), ys, strict=True):
         _assert_mean_within(y[:, 0], np.exp(-SIGMA * (D - 1) * t))
@@ -162,6 +162,8 @@ def test_float32():
 def test_bad_inputs():
     x0 = _from_e1(2)
     key = jr.key(0)
+    with pytest.raises(ValueError, match="brownian: expected 'tree' or 'fast'"):
+        af.solve_sde(None, x0, 1.0, sigma=0.1, key=key, brownian="unsafe")
     with pytest.raises(ValueError, match="form: expected 'stratonovich' or 'ito'"):
         af.solve_sde(None, x0, 1.0, sigma=0.1, key=key, form="milstein")
     with pytest.raises(ValueError, match="sigma: expected a finite value >= 0"):

@@ -5,9 +5,9 @@ Tokens x_i = (cos θ_i, sin θ_i) follow (USA), paper (7.1),
     θ̇_i = −(1/n) Σ_j e^{β cos(θ_i − θ_j)} sin(θ_i − θ_j),
 
 from i.i.d. uniform angles, over many decades of time. They first collapse into a few clusters
-(t ~ e^{−β}), which then sit still for times ~ e^{β(1 − cos u)} (u the gap to the neighbouring
-cluster; GKPR24's metastable time scale e^{(1−α)β}) before merging pairwise, until one cluster
-is left. Along the way the normalised energy
+(t ~ e^{−β}), which then sit still until t ~ e^{−β cos u} — e^{β(1 − cos u)} collapse times, u
+the gap to the neighbouring cluster (GKPR24's metastable time scale e^{(1−α)β}) — before merging
+pairwise, until one cluster is left. Along the way the normalised energy
 
     φ(t) = 2β e^{−β} E_β(x(t)) = (1/n²) Σ_ij e^{β(⟨x_i, x_j⟩ − 1)} ∈ (0, 1]
 
@@ -15,10 +15,11 @@ climbs a staircase whose plateaux are Σ_q m_q² over the clusters' masses m_q (
 cross-cluster terms m_q m_r e^{β(cos u_qr − 1)}). φ is evaluated with the shift e^{−β} inside
 the exponential (:func:`attnflow.energy_along` with ``log_shift=β``), so it is finite for any β,
 and the angles are integrated directly, so tokens are (cos θ, sin θ) exactly at every time, after
-the last merge included (the published script's tokens become NaN there).
+the last merge included (the issue reports NaN there from the published script).
 
-Why angles and an implicit solver: collapsed clusters contract at rate ~ e^β while the plateaux
-last up to ~ e^{2β}, a stiffness ratio of e^{β} and more. An explicit solver (or
+Why angles and an implicit solver: collapsed clusters contract at rate ~ e^β while the plateau
+before a merge at gap u lasts ~ e^{−β cos u}: a stiffness ratio e^{β(1 − cos u)}, up to e^{2β}.
+An explicit solver (or
 :func:`attnflow.solve` in R^{n×2}, whose renormalisation re-injects rounding into the stiff
 modes) needs ~ e^β steps per unit time; the L-stable Kvaerno5 with a Newton solve on the angle
 ODE (:func:`attnflow.circle_field`) crosses 10+ decades in a few hundred steps, in float64, for
