@@ -163,7 +163,7 @@ def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*sha
     Example:
         >>> import attnflow as af
         >>> round(float(af.theory.tau_star(6.0)), 6)
-        0.399377
+        0.402377
     """
     _check_dimension(d)
     beta = jnp.asarray(beta)

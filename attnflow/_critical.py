@@ -145,7 +145,7 @@ def find_critical_point(
         >>> theta = 2 * jnp.pi * jnp.arange(5) / 5 + 0.05 * jnp.sin(jnp.arange(5.0))
         >>> x0 = jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=1)  # perturbed pentagon
         >>> crit = af.find_critical_point(af.InteractionEnergy(1.0), x0)
-        >>> bool(crit.grad_norm < 1e-10), af.count_clusters(crit.x) == 5
+        >>> bool(crit.grad_norm < 1e-10), int(af.count_clusters(crit.x)) == 5
         (True, True)
     """
     if not callable(energy):

@@ -94,10 +94,11 @@ def solve_sde(
             deterministic given ``key`` and differentiable. ``"fast"``: a
             ``diffrax.UnsafeBrownianPath``, a fresh Gaussian increment per step, ~100× cheaper
             for per-token noise (n·d Brownian coordinates; measured in
-            benchmarks/RESULTS_variants_a.md) but NOT differentiable and not bit-reproducible:
-            for forward Monte Carlo only.
+            benchmarks/RESULTS_variants_a.md), but not bit-reproducible and not
+            reverse-mode differentiable (it runs with ``adjoint=diffrax.ForwardMode()``): for
+            forward Monte Carlo.
         max_steps: default ⌈(t1 − t0)/dt⌉ + 1 (needs concrete t0, t1; pass it otherwise).
-        adjoint: default ``RecursiveCheckpointAdjoint()`` (exact reverse mode).
+        adjoint: default ``RecursiveCheckpointAdjoint()`` (exact reverse mode) with the tree.
         args: passed to ``field``.
 
     The sphere: P_x = I − x xᵀ/|x|² is used off the sphere and F is evaluated at x/|x|. Then
@@ -166,6 +167,8 @@ def solve_sde(
         if not is_traced(ts) and np.any(np.diff(np.asarray(ts)) < 0):
             raise ValueError("ts: expected non-decreasing save times")
         saveat = diffrax.SaveAt(ts=ts)
+    if adjoint is None and brownian == "fast":
+        adjoint = diffrax.ForwardMode()  # diffrax refuses reverse mode through this path
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
     return diffrax.diffeqsolve(
         terms,

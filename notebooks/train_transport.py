@@ -44,7 +44,7 @@ KAPPA = 8.0  # MMD kernel concentration
 
 def cap(key, n, center, spread):
     """n tokens in a cap: center + spread · Gaussian, projected to the sphere."""
-    return af.normalize(center + spread * jr.normal(key, (n, 3)))
+    return af.normalize(center[None] + spread * jr.normal(key, (n, 3)))
 
 
 k_in, k_target, k_init = jr.split(jr.key(0), 3)
