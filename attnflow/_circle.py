@@ -17,8 +17,9 @@ from ._check import check_beta, is_traced
 
 def _check_angles(theta):
     if jnp.ndim(theta) != 1:
-        raise ValueError(f"theta: expected a vector of n angles, shape (n,), got shape "
-                         f"{jnp.shape(theta)}")
+        raise ValueError(
+            f"theta: expected a vector of n angles, shape (n,), got shape {jnp.shape(theta)}"
+        )
     theta = jnp.asarray(theta)
     if not jnp.issubdtype(theta.dtype, jnp.floating):
         theta = theta.astype(float)
@@ -94,8 +95,9 @@ def circle_field(
     theta = _check_angles(theta)
     beta = check_beta(beta)
     if normalization not in ("softmax", "n"):
-        raise ValueError(f"normalization: expected 'softmax' (SA) or 'n' (USA), got "
-                         f"{normalization!r}")
+        raise ValueError(
+            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
+        )
     diff = _differences(theta)
     relative = jnp.exp(beta * (jnp.cos(diff) - 1))
     pull = -jnp.sum(relative * jnp.sin(diff), axis=1)
@@ -197,5 +199,13 @@ def strict_saddle_threshold(n: int) -> float:
     return math.cos(a) / math.sin(a) ** 2
 
 
-__all__ = ["circle_tokens", "circle_angles", "circle_energy", "circle_field", "hessian_kernel",
-           "torus_hessian", "tau_star", "strict_saddle_threshold"]
+__all__ = [
+    "circle_tokens",
+    "circle_angles",
+    "circle_energy",
+    "circle_field",
+    "hessian_kernel",
+    "torus_hessian",
+    "tau_star",
+    "strict_saddle_threshold",
+]

@@ -42,16 +42,22 @@ class CriticalPoint(eqx.Module):
     def message(self) -> str:
         """A sentence saying whether the search converged, with the final gradient norm."""
         if self.converged.ndim:
-            return "; ".join(CriticalPoint(*args, self.max_steps).message for args in zip(
-                self.x, self.grad_norm, self.converged, self.num_steps, self.gtol, strict=True))
+            return "; ".join(
+                CriticalPoint(*args, self.max_steps).message
+                for args in zip(
+                    self.x, self.grad_norm, self.converged, self.num_steps, self.gtol, strict=True
+                )
+            )
         grad, tol, steps = float(self.grad_norm), float(self.gtol), int(self.num_steps)
         if bool(self.converged):
             return f"converged: |grad E| = {grad:.3e} <= gtol = {tol:.1e} after {steps} steps"
         head = f"did not converge: |grad E| = {grad:.3e} > gtol = {tol:.1e} after {steps} steps"
         if steps >= self.max_steps:
             return f"{head} (max_steps = {self.max_steps} reached)"
-        return (f"{head}: stalled, no step lowers |grad E| any more (gtol below the rounding "
-                "floor of the gradient, or a non-critical local minimum of |grad E|)")
+        return (
+            f"{head}: stalled, no step lowers |grad E| any more (gtol below the rounding "
+            "floor of the gradient, or a non-critical local minimum of |grad E|)"
+        )
 
 
 def _grad_coords(energy, x, weights, basis):
@@ -149,8 +155,9 @@ def find_critical_point(
         (True, True)
     """
     if not callable(energy):
-        raise ValueError(f"energy: expected a callable energy(x, weights), got "
-                         f"{type(energy).__name__}")
+        raise ValueError(
+            f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
+        )
     x0 = check_tokens(x0, "x0")
     weights = check_weights(weights, x0.shape[0])
     if max_steps < 1:
@@ -161,13 +168,22 @@ def find_critical_point(
         raise ValueError(f"gtol: expected a tolerance >= 0, got {gtol}")
     gtol = jnp.asarray(gtol, x0.dtype)
     x, gnorm, steps = _search(energy, x0, weights, gtol, jnp.asarray(max_steps))
-    result = CriticalPoint(x=x, grad_norm=gnorm, converged=gnorm <= gtol, num_steps=steps,
-                           gtol=gtol, max_steps=max_steps)
+    result = CriticalPoint(
+        x=x,
+        grad_norm=gnorm,
+        converged=gnorm <= gtol,
+        num_steps=steps,
+        gtol=gtol,
+        max_steps=max_steps,
+    )
     if throw:
         if is_traced(gnorm):
-            x = eqx.error_if(x, ~result.converged,
-                             "find_critical_point did not converge (|grad E| > gtol); pass "
-                             "throw=False and read .message")
+            x = eqx.error_if(
+                x,
+                ~result.converged,
+                "find_critical_point did not converge (|grad E| > gtol); pass "
+                "throw=False and read .message",
+            )
             result = eqx.tree_at(lambda r: r.x, result, x)
         elif not bool(result.converged):
             raise RuntimeError(f"find_critical_point {result.message}")
@@ -220,6 +236,7 @@ def classify_critical_point(
     tol: float = 1e-12,
     grad_rtol: float = 1e-6,
     orbit_rtol: float = 1e-6,
+    remove_orbit: bool = True,
 ) -> Classification:
     """Classify a critical point of an O(d)-invariant energy by its Hessian spectrum.
 
@@ -244,6 +261,10 @@ def classify_critical_point(
         grad_rtol: raise ``ValueError`` if ‖grad E(x)‖ > grad_rtol · max(‖H‖₂, tiny): x is not
             critical and its Hessian says nothing about the landscape.
         orbit_rtol: relative singular-value cut that decides the orbit dimension.
+        remove_orbit: remove the O(d)-orbit directions (checked: they must be zero modes, else
+            ``ValueError``). Pass False for energies without the full O(d) symmetry, e.g.
+            InteractionEnergy with A ≠ I, whose symmetry group {R : RᵀAR = A} is smaller; its
+            zero modes then count in ``num_zero``.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -254,19 +275,23 @@ def classify_critical_point(
         ('local minimum', 3, 1, True)
     """
     if not callable(energy):
-        raise ValueError(f"energy: expected a callable energy(x, weights), got "
-                         f"{type(energy).__name__}")
+        raise ValueError(
+            f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
+        )
     x = check_tokens(x, "x")
     weights = check_weights(weights, x.shape[0])
     if x.shape[0] < 2:
-        raise ValueError(f"x: classification needs n >= 2 tokens (one token is a single orbit), "
-                         f"got shape {x.shape}")
+        raise ValueError(
+            f"x: classification needs n >= 2 tokens (one token is a single orbit), "
+            f"got shape {x.shape}"
+        )
     # separately jitted pieces, shared with riemannian_hessian / rotation_orbit_basis calls
     hessian = np.asarray(_riemannian_hessian(energy, x, weights))
     grad_norm = float(_grad_norm(energy, x, weights))
     frame, mask = _orbit_frame(x, orbit_rtol)
-    orbit = np.einsum("nkd,pnd->nkp", np.asarray(_tangent_basis(x)),
-                      np.asarray(frame)[np.asarray(mask)]).reshape(hessian.shape[0], -1)
+    orbit = np.einsum(
+        "nkd,pnd->nkp", np.asarray(_tangent_basis(x)), np.asarray(frame)[np.asarray(mask)]
+    ).reshape(hessian.shape[0], -1)
     scale = float(np.max(np.abs(np.linalg.eigvalsh(hessian))))
     floor = float(np.finfo(hessian.dtype).tiny)
     if grad_norm > grad_rtol * max(scale, floor):
@@ -274,8 +299,17 @@ def classify_critical_point(
             f"x: not a critical point: |grad E| = {grad_norm:.3e} > grad_rtol * |Hess E| = "
             f"{grad_rtol * scale:.3e}; refine it first with attnflow.find_critical_point"
         )
+    if not remove_orbit:
+        orbit = orbit[:, :0]
+    residual = float(np.max(np.abs(hessian @ orbit), initial=0.0))
+    if residual > grad_rtol * max(scale, floor):
+        raise ValueError(
+            f"energy: the rotation-orbit directions are not zero modes of the Hessian at x "
+            f"(|H·(Bx)| = {residual:.3e}, relative {residual / max(scale, floor):.1e}): the energy "
+            "is not O(d)-invariant; pass remove_orbit=False"
+        )
     full, _, _ = np.linalg.svd(orbit, full_matrices=True)
-    complement = full[:, orbit.shape[1]:]
+    complement = full[:, orbit.shape[1] :]
     eigenvalues = np.linalg.eigvalsh(complement.T @ hessian @ complement)
     zero = tol * scale
     num_positive = int(np.sum(eigenvalues > zero))
@@ -290,8 +324,12 @@ def classify_critical_point(
     else:
         kind = "degenerate"
     return Classification(
-        kind=kind, eigenvalues=jnp.asarray(eigenvalues), num_positive=num_positive,
-        num_negative=num_negative, num_zero=num_zero, orbit_dimension=orbit.shape[1],
+        kind=kind,
+        eigenvalues=jnp.asarray(eigenvalues),
+        num_positive=num_positive,
+        num_negative=num_negative,
+        num_zero=num_zero,
+        orbit_dimension=orbit.shape[1],
         grad_norm=grad_norm,
     )
 

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_shape_tokens
+from ._check import check_shape_tokens, is_traced
 from ._field import AbstractField, SelfAttention
 from ._sphere import project_tangent
 
@@ -30,7 +30,7 @@ def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batc
         >>> af.hardmax(jnp.array([[0.0, 2.0, 2.0], [3.0, 1.0, 0.0]])).tolist()
         [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]]
     """
-    if float(tol) < 0:
+    if not is_traced(tol) and float(tol) < 0:
         raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
     logits = jax.lax.stop_gradient(logits)
     top = jnp.max(logits, axis=-1, keepdims=True)

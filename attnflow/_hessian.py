@@ -27,14 +27,14 @@ from ._check import check_tokens, check_weights
 from ._energy import AbstractEnergy
 from ._sphere import tangent
 
-
 _CHUNK_ELEMENTS = 2**23
 
 
 def _check_energy(energy):
     if not callable(energy):
-        raise ValueError(f"energy: expected a callable energy(x, weights), got "
-                         f"{type(energy).__name__}")
+        raise ValueError(
+            f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
+        )
 
 
 def tangent_basis(x: Float[Array, "n d"]) -> Float[Array, "n d-1 d"]:
@@ -63,9 +63,10 @@ def _tangent_basis(x):
         return jnp.stack([-x[:, 1], x[:, 0]], axis=-1)[:, None, :]
     sign = jnp.where(x[:, :1] >= 0, 1.0, -1.0).astype(x.dtype)
     u = x.at[:, :1].add(sign)
-    reflector = jnp.eye(x.shape[1], dtype=x.dtype)[None] - 2 * jnp.einsum(
-        "nd,ne->nde", u, u
-    ) / jnp.sum(u * u, axis=-1)[:, None, None]
+    reflector = (
+        jnp.eye(x.shape[1], dtype=x.dtype)[None]
+        - 2 * jnp.einsum("nd,ne->nde", u, u) / jnp.sum(u * u, axis=-1)[:, None, None]
+    )
     return reflector[:, 1:, :]
 
 
@@ -156,8 +157,9 @@ def hessian_vector_product(
     x = check_tokens(x, "x")
     weights = check_weights(weights, x.shape[0])
     if jnp.shape(v) != x.shape:
-        raise ValueError(f"v: expected a tangent vector of the shape of x {x.shape}, got "
-                         f"{jnp.shape(v)}")
+        raise ValueError(
+            f"v: expected a tangent vector of the shape of x {x.shape}, got {jnp.shape(v)}"
+        )
     return _hessian_vector_product(energy, x, v, weights)
 
 
@@ -174,8 +176,10 @@ def _orbit_generators(x):
     first, second = jnp.triu_indices(d, 1)
     eye = jnp.eye(d, dtype=x.dtype)
     # (B_kl x)_i = e_k x_il − e_l x_ik
-    return (eye[first][:, None, :] * x[:, second].T[:, :, None]
-            - eye[second][:, None, :] * x[:, first].T[:, :, None])
+    return (
+        eye[first][:, None, :] * x[:, second].T[:, :, None]
+        - eye[second][:, None, :] * x[:, first].T[:, :, None]
+    )
 
 
 @eqx.filter_jit
@@ -318,5 +322,10 @@ def _lanczos(energy, x, weights, key, steps, remove_orbit, orbit_rtol):
     return ritz[0], ritz[-1]
 
 
-__all__ = ["tangent_basis", "riemannian_hessian", "hessian_vector_product",
-           "rotation_orbit_basis", "hessian_extreme_eigenvalues"]
+__all__ = [
+    "tangent_basis",
+    "riemannian_hessian",
+    "hessian_vector_product",
+    "rotation_orbit_basis",
+    "hessian_extreme_eigenvalues",
+]

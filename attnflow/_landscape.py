@@ -51,8 +51,10 @@ def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
     """
     if n < 2 or d < 2:
         raise ValueError(f"n, d: expected n >= 2 tokens on S^(d-1) with d >= 2, got n={n}, d={d}")
-    configs = {"synchronised": _great_circle(np.zeros(n), d),
-               "polygon": _great_circle(2 * np.pi * np.arange(n) / n, d)}
+    configs = {
+        "synchronised": _great_circle(np.zeros(n), d),
+        "polygon": _great_circle(2 * np.pi * np.arange(n) / n, d),
+    }
     for k in range(1, n // 2 + 1):
         configs[f"antipodal {k}|{n - k}"] = _great_circle(np.where(np.arange(n) < k, 0, np.pi), d)
     for m in range(3, n):
@@ -87,8 +89,9 @@ def configuration_signature(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     gram = x @ x.T
     upper = np.sort(gram[np.triu_indices(x.shape[0], 1)])
-    return np.concatenate([upper, np.sort(np.sum(gram**2, axis=1)),
-                           np.sort(np.sum(gram**3, axis=1))])
+    return np.concatenate(
+        [upper, np.sort(np.sum(gram**2, axis=1)), np.sort(np.sum(gram**3, axis=1))]
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +187,7 @@ def _flow_snapshots(beta, x0, num_layers, step, snapshot_layers):
 @eqx.filter_jit
 def _batched_search(energy, seeds, weights, gtol, max_steps):
     def search(x):
-        return find_critical_point(energy, x, weights, gtol=gtol, max_steps=max_steps,
-                                   throw=False)
+        return find_critical_point(energy, x, weights, gtol=gtol, max_steps=max_steps, throw=False)
 
     return jax.vmap(search)(seeds)
 
@@ -229,11 +231,14 @@ def survey_critical_points(
     if not (math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta: expected a finite value > 0, got {beta}")
     if num_random < 0 or num_flow < 0:
-        raise ValueError(f"num_random, num_flow: expected counts >= 0, got {num_random}, "
-                         f"{num_flow}")
+        raise ValueError(
+            f"num_random, num_flow: expected counts >= 0, got {num_random}, {num_flow}"
+        )
     if not jax.config.jax_enable_x64:
-        raise ValueError("survey_critical_points needs float64 (gtol ~ 1e-10): call "
-                         "jax.config.update('jax_enable_x64', True) first")
+        raise ValueError(
+            "survey_critical_points needs float64 (gtol ~ 1e-10): call "
+            "jax.config.update('jax_enable_x64', True) first"
+        )
     key_random, key_flow = jr.split(key)
     seeds, sources = [], []
     if num_random:
@@ -243,8 +248,9 @@ def survey_critical_points(
         snapshot = np.asarray([round(t / flow_step) for t in flow_times])
         x0 = jax.random.normal(key_flow, (num_flow, n, d))
         x0 = x0 / jnp.linalg.norm(x0, axis=-1, keepdims=True)
-        states = _flow_snapshots(jnp.asarray(beta), x0, int(snapshot.max()), flow_step,
-                                 jnp.asarray(snapshot))
+        states = _flow_snapshots(
+            jnp.asarray(beta), x0, int(snapshot.max()), flow_step, jnp.asarray(snapshot)
+        )
         seeds.append(np.asarray(states).reshape(-1, n, d))
         sources += [f"flow t={t:g}" for _ in range(num_flow) for t in flow_times]
     for name, config in symmetric_configurations(n, d).items():
@@ -276,19 +282,39 @@ def survey_critical_points(
         xj = jnp.asarray(x)
         verdict = classify_critical_point(energy, xj)
         value = float(energy(xj))
-        points.append(SurveyPoint(
-            x=x, kind=verdict.kind, eigenvalues=np.asarray(verdict.eigenvalues),
-            num_positive=verdict.num_positive, num_negative=verdict.num_negative,
-            num_zero=verdict.num_zero, orbit_dimension=verdict.orbit_dimension, energy=value,
-            normalized_energy=2 * beta * math.exp(-beta) * value,
-            num_clusters=int(count_clusters(xj, 1e-6)),
-            synchronised=int(count_clusters(xj, 1e-6)) == 1, grad_norm=verdict.grad_norm,
-            source=source, hits=len(hits),
-        ))
+        points.append(
+            SurveyPoint(
+                x=x,
+                kind=verdict.kind,
+                eigenvalues=np.asarray(verdict.eigenvalues),
+                num_positive=verdict.num_positive,
+                num_negative=verdict.num_negative,
+                num_zero=verdict.num_zero,
+                orbit_dimension=verdict.orbit_dimension,
+                energy=value,
+                normalized_energy=2 * beta * math.exp(-beta) * value,
+                num_clusters=int(count_clusters(xj, 1e-6)),
+                synchronised=int(count_clusters(xj, 1e-6)) == 1,
+                grad_norm=verdict.grad_norm,
+                source=source,
+                hits=len(hits),
+            )
+        )
     points.sort(key=lambda p: -p.energy)
-    return LandscapeSurvey(n=n, d=d, beta=float(beta), num_seeds=len(sources),
-                           num_converged=int(converged.sum()), points=tuple(points))
+    return LandscapeSurvey(
+        n=n,
+        d=d,
+        beta=float(beta),
+        num_seeds=len(sources),
+        num_converged=int(converged.sum()),
+        points=tuple(points),
+    )
 
 
-__all__ = ["symmetric_configurations", "configuration_signature", "SurveyPoint",
-           "LandscapeSurvey", "survey_critical_points"]
+__all__ = [
+    "symmetric_configurations",
+    "configuration_signature",
+    "SurveyPoint",
+    "LandscapeSurvey",
+    "survey_critical_points",
+]

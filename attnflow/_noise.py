@@ -86,7 +86,7 @@ def solve_sde(
         form: ``"stratonovich"`` (default solver ``SlowRK``) or ``"ito"`` (default ``Euler``,
             i.e. Euler–Maruyama). Measured on Brownian motion on S^2 (σ = 0.5, t = 1, dt = 0.01):
             SlowRK keeps max|x_i| − 1 ≈ 4e-4 with a bias of 3e-3 on E⟨x, e_1⟩; ``Heun`` is
-            ~4× cheaper per step but gives 3e-2 and 2e-2; Euler–Maruyama is unbiased in the mean
+            1.3–8× cheaper per step but gives 3e-2 and 2e-2; Euler–Maruyama is unbiased in the mean
             to 2e-3 but lets |x_i| wander by O(√(σ dt)) (0.18) along single paths.
         solver: any diffrax SDE solver consistent with ``form``.
         dt: the constant step.

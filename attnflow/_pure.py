@@ -152,9 +152,10 @@ class RescaledSelfAttention(eqx.Module):
     def attention_matrix(self, t, z: Float[Array, "n d"]) -> Float[Array, "n n"]:
         """a_ij(t) of (9.3) (or of (9.4) when ``logits_at="z"``); row-stochastic."""
         check_shape_tokens(z, "z")
-        V = self.attention.V
-        if self.logits_at == "x" and V is not None:
-            z = z @ _propagator(t, V).T
+        if self.logits_at == "x":
+            V = self.attention.V
+            # V = I (omitted) still rescales: e^{tI} z = e^t z raises the effective β to β e^{2t}.
+            z = z * jnp.exp(jnp.asarray(t, z.dtype)) if V is None else z @ _propagator(t, V).T
         return self.attention.attention_matrix(z)
 
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:

@@ -39,8 +39,10 @@ QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 # %%
 print(f"{'n':>4} {'beta_n':>10} {'4(n-1)^2/pi^2':>14} {'n^2/pi^2':>9}")
 for n in (3, 4, 6, 8, 16, 32):
-    print(f"{n:>4} {theory.strict_saddle_threshold(n):>10.3f} "
-          f"{4 * (n - 1) ** 2 / np.pi**2:>14.3f} {n**2 / np.pi**2:>9.3f}")
+    print(
+        f"{n:>4} {theory.strict_saddle_threshold(n):>10.3f} "
+        f"{4 * (n - 1) ** 2 / np.pi**2:>14.3f} {n**2 / np.pi**2:>9.3f}"
+    )
 
 # %% [markdown]
 # ## 2. Symmetric critical points
@@ -60,10 +62,11 @@ for beta in betas:
     groups = af.circle_tokens(jnp.where(jnp.arange(n) < 2, 0.0, jnp.pi))
     for name, x in ((f"{n}-gon", ngon), (f"antipodal 2|{n - 2}", groups)):
         c = af.classify_critical_point(energy, x)
-        rows.append((beta, name, c.kind, c.num_positive, c.num_negative,
-                     c.is_paper_strict_saddle))
-        print(f"beta = {beta:5.2f}  {name:14s} {c.kind:14s}  +{c.num_positive} -{c.num_negative}"
-              f"  paper strict saddle: {c.is_paper_strict_saddle}")
+        rows.append((beta, name, c.kind, c.num_positive, c.num_negative, c.is_paper_strict_saddle))
+        print(
+            f"beta = {beta:5.2f}  {name:14s} {c.kind:14s}  +{c.num_positive} -{c.num_negative}"
+            f"  paper strict saddle: {c.is_paper_strict_saddle}"
+        )
 symmetric_all_escape = all(row[-1] for row in rows)
 
 # %% [markdown]
@@ -75,8 +78,11 @@ symmetric_all_escape = all(row[-1] for row in rows)
 # maximum would be a counterexample.
 
 # %%
-systems = ([(4, 2, 2.0), (4, 3, 2.0)] if QUICK else
-           [(5, 2, 2.0), (5, 2, 4.0), (6, 2, 6.0), (8, 2, 10.0), (5, 3, 3.0), (6, 3, 6.0)])
+systems = (
+    [(4, 2, 2.0), (4, 3, 2.0)]
+    if QUICK
+    else [(5, 2, 2.0), (5, 2, 4.0), (6, 2, 6.0), (8, 2, 10.0), (5, 3, 3.0), (6, 3, 6.0)]
+)
 seeds = dict(num_random=6, num_flow=2, flow_times=(5.0, 50.0)) if QUICK else {}
 surveys = []
 key = jr.key(0)
@@ -85,16 +91,19 @@ for n, d, beta in systems:
     survey = af.survey_critical_points(n, d, beta, key=sub, **seeds)
     surveys.append(survey)
     beta_n = theory.strict_saddle_threshold(n) if d == 2 else float("nan")
-    print(f"n={n} d={d} beta={beta:g} (beta_n={beta_n:.2f}): {survey.num_converged}/"
-          f"{survey.num_seeds} converged, {len(survey.points)} distinct, {survey.counts}, "
-          f"counterexample: {survey.counterexample}, inconclusive: {survey.inconclusive}")
+    print(
+        f"n={n} d={d} beta={beta:g} (beta_n={beta_n:.2f}): {survey.num_converged}/"
+        f"{survey.num_seeds} converged, {len(survey.points)} distinct, {survey.counts}, "
+        f"counterexample: {survey.counterexample}, inconclusive: {survey.inconclusive}"
+    )
 counterexample_found = any(s.counterexample for s in surveys)
 
 # %%
 last = surveys[0]
 labels = [f"{p.kind.split()[-1]} ({p.num_clusters} cl.)" for p in last.points]
-ax = plot.critical_point_spectra([p.eigenvalues for p in last.points], labels,
-                                 title=f"n={last.n}, d={last.d}, β={last.beta:g}")
+ax = plot.critical_point_spectra(
+    [p.eigenvalues for p in last.points], labels, title=f"n={last.n}, d={last.d}, β={last.beta:g}"
+)
 
 # %% [markdown]
 # The normalised energy 2βe^{−β}E_β of a critical point made of well separated point
@@ -102,8 +111,10 @@ ax = plot.critical_point_spectra([p.eigenvalues for p in last.points], labels,
 
 # %%
 for p in surveys[0].points:
-    print(f"{p.kind:14s} clusters={p.num_clusters}  2βe^-β E = {p.normalized_energy:.4f}  "
-          f"ascent directions = {p.num_positive}")
+    print(
+        f"{p.kind:14s} clusters={p.num_clusters}  2βe^-β E = {p.normalized_energy:.4f}  "
+        f"ascent directions = {p.num_positive}"
+    )
 
 # %% [markdown]
 # ## 4. Large systems: Lanczos on Hessian-vector products
@@ -118,7 +129,10 @@ n_large = 60 if QUICK else 2000
 beta = 4.0
 x0 = af.random_tokens(jr.key(1), n_large, 3)
 x = af.layers(af.SelfAttention(beta), x0, 100, 0.1)[-1]
-lo, hi = af.hessian_extreme_eigenvalues(af.InteractionEnergy(beta), x,
-                                        num_iterations=30 if QUICK else 80)
-print(f"n = {n_large}: clusters = {int(af.count_clusters(x, 1e-2))}, "
-      f"Hessian spectrum in [{float(lo):.3e}, {float(hi):.3e}]")
+lo, hi = af.hessian_extreme_eigenvalues(
+    af.InteractionEnergy(beta), x, num_iterations=30 if QUICK else 80
+)
+print(
+    f"n = {n_large}: clusters = {int(af.count_clusters(x, 1e-2))}, "
+    f"Hessian spectrum in [{float(lo):.3e}, {float(hi):.3e}]"
+)

@@ -25,8 +25,9 @@ def test_circle_energy_is_74(beta):
     th = np.asarray(THETA)
     direct = np.sum(np.exp(beta * np.cos(th[:, None] - th[None, :]))) / (2 * beta * th.size**2)
     np.testing.assert_allclose(af.circle_energy(THETA, beta), direct, rtol=1e-13)
-    np.testing.assert_allclose(af.InteractionEnergy(beta)(af.circle_tokens(THETA)), direct,
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        af.InteractionEnergy(beta)(af.circle_tokens(THETA)), direct, rtol=1e-13
+    )
 
 
 @pytest.mark.parametrize("beta", [0.0, 1.5, 9.0])
@@ -35,8 +36,9 @@ def test_circle_fields_are_the_attention_dynamics_on_angles(beta):
     tangent = np.stack([-x[:, 1], x[:, 0]], axis=1)  # ∂x/∂θ
     for normalization in ("softmax", "n"):
         expected = np.sum(sa_field_numpy(x, beta, normalization=normalization) * tangent, axis=1)
-        np.testing.assert_allclose(af.circle_field(THETA, beta, normalization), expected,
-                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            af.circle_field(THETA, beta, normalization), expected, rtol=1e-12, atol=1e-14
+        )
 
 
 def test_usa_on_angles_is_n_times_the_energy_gradient():
@@ -48,8 +50,9 @@ def test_usa_on_angles_is_n_times_the_energy_gradient():
 @pytest.mark.parametrize("beta", [0.5, 6.0])
 def test_torus_hessian_is_app_b_and_equals_the_sphere_hessian_in_angles(beta):
     h = af.torus_hessian(THETA, beta)
-    np.testing.assert_allclose(h, jax.hessian(af.circle_energy)(THETA, beta), rtol=1e-11,
-                               atol=1e-13)
+    np.testing.assert_allclose(
+        h, jax.hessian(af.circle_energy)(THETA, beta), rtol=1e-11, atol=1e-13
+    )
     # the d = 2 tangent basis is ∂x/∂θ and θ is arclength: sphere Hessian = torus Hessian
     sphere = af.riemannian_hessian(af.InteractionEnergy(beta), af.circle_tokens(THETA))
     np.testing.assert_allclose(sphere, h, rtol=1e-11, atol=1e-13)
@@ -66,8 +69,10 @@ def test_tau_star_is_the_root_and_the_sign_change_of_the_kernel(d):
     assert float(theory.tau_star(0.0, d)) == pytest.approx(np.pi / 2, abs=1e-15)
     big = 1e8
     assert float(theory.tau_star(big, d)) == pytest.approx(np.sqrt((d - 1) / big), rel=1e-6)
-    np.testing.assert_allclose(theory.tau_star(jnp.array([1.0, 6.0]), d),
-                               [theory.tau_star(1.0, d), theory.tau_star(6.0, d)])
+    np.testing.assert_allclose(
+        theory.tau_star(jnp.array([1.0, 6.0]), d),
+        [theory.tau_star(1.0, d), theory.tau_star(6.0, d)],
+    )
 
 
 def test_fig6_kernel_is_negative_beyond_tau_star():
@@ -80,21 +85,24 @@ def test_fig6_kernel_is_negative_beyond_tau_star():
 
 def test_theorem_5_1_threshold():
     # values of MATH.md §7, and the proof's condition (n − 1) τ*(β_n) = π/2 (τ* checked above)
-    assert [round(theory.strict_saddle_threshold(n), 2) for n in (4, 8, 32)] == [3.46, 19.69,
-                                                                                389.31]
+    assert [round(theory.strict_saddle_threshold(n), 2) for n in (4, 8, 32)] == [
+        3.46,
+        19.69,
+        389.31,
+    ]
     for n in (3, 5, 12):
         beta_n = theory.strict_saddle_threshold(n)
         assert (n - 1) * float(theory.tau_star(beta_n)) == pytest.approx(np.pi / 2, rel=1e-12)
     # β_n ≈ 4(n−1)²/π² (not the n²/π² of the paper's §7, MATH.md §11 item 5)
     assert theory.strict_saddle_threshold(1001) / (4 * 1000**2 / np.pi**2) == pytest.approx(
-        1, rel=1e-5)
+        1, rel=1e-5
+    )
 
 
 def test_float32_circle_tools():
     th = THETA.astype(jnp.float32)
     assert af.circle_field(th, 2.0).dtype == jnp.float32
-    np.testing.assert_allclose(af.torus_hessian(th, 2.0), af.torus_hessian(THETA, 2.0),
-                               atol=1e-5)
+    np.testing.assert_allclose(af.torus_hessian(th, 2.0), af.torus_hessian(THETA, 2.0), atol=1e-5)
 
 
 def test_bad_inputs_are_rejected_with_clear_messages():

@@ -43,11 +43,13 @@ def test_equally_spaced_points_on_the_circle_are_paper_strict_saddles(beta):
     for n in (3, 5):  # few shapes: each costs a compilation
         x = polygon(n)
         # critical: the (USA) velocity, written in closed form, vanishes
-        np.testing.assert_allclose(af.SelfAttention(beta, normalization="n")(0.0, x), 0.0,
-                                   atol=1e-14)
+        np.testing.assert_allclose(
+            af.SelfAttention(beta, normalization="n")(0.0, x), 0.0, atol=1e-14
+        )
         c = af.classify_critical_point(energy, x)
-        np.testing.assert_allclose(c.eigenvalues, circulant_spectrum(n, beta), rtol=1e-10,
-                                   atol=1e-14)
+        np.testing.assert_allclose(
+            c.eigenvalues, circulant_spectrum(n, beta), rtol=1e-10, atol=1e-14
+        )
         # every direction but the rotation ascends: a minimum of E, so a strict saddle in the
         # paper's sense (DESIGN.md), escaped by the ascent flow
         assert c.is_paper_strict_saddle and c.kind == "local minimum"
@@ -99,11 +101,13 @@ def signs(values, tol):
 
 
 def critical_points_for_metric_test(beta):
-    saddle = af.find_critical_point(af.InteractionEnergy(beta),
-                                    af.random_tokens(jr.key(3), 5, 3)).x
+    saddle = af.find_critical_point(af.InteractionEnergy(beta), af.random_tokens(jr.key(3), 5, 3)).x
     antipodal = jnp.array([[1.0, 0, 0], [1.0, 0, 0], [-1.0, 0, 0], [-1.0, 0, 0], [-1.0, 0, 0]])
-    return {"polygon": af.normalize(jnp.pad(polygon(5), ((0, 0), (0, 1)))),
-            "antipodal": antipodal, "newton": saddle}
+    return {
+        "polygon": af.normalize(jnp.pad(polygon(5), ((0, 0), (0, 1)))),
+        "antipodal": antipodal,
+        "newton": saddle,
+    }
 
 
 def test_attention_metric_and_round_metric_classify_alike_remark_b1():
@@ -137,13 +141,16 @@ def test_search_converges_from_perturbed_saddles():
     for x_star in (polygon(5), jnp.array([[1.0, 0], [1.0, 0], [-1.0, 0], [-1.0, 0], [-1.0, 0]])):
         kind = af.classify_critical_point(energy, x_star).kind
         x0 = af.normalize(x_star + 0.05 * jr.normal(jr.key(0), x_star.shape))
-        assert float(jnp.linalg.norm(af.riemannian_gradient(
-            energy, af.WassersteinMetric(), x0))) > 1e-3
+        assert (
+            float(jnp.linalg.norm(af.riemannian_gradient(energy, af.WassersteinMetric(), x0)))
+            > 1e-3
+        )
         result = af.find_critical_point(energy, x0)
         assert result.converged and float(result.grad_norm) < 1e-10
         assert "converged" in result.message
-        np.testing.assert_allclose(af.configuration_signature(result.x),
-                                   af.configuration_signature(x_star), atol=1e-8)
+        np.testing.assert_allclose(
+            af.configuration_signature(result.x), af.configuration_signature(x_star), atol=1e-8
+        )
         assert af.classify_critical_point(energy, result.x).kind == kind
     # a saddle on S² reached from a random start, verified by the closed-form (USA) field
     result = af.find_critical_point(energy, af.random_tokens(jr.key(1), 5, 3))
@@ -162,7 +169,6 @@ def test_search_reports_non_convergence():
     assert not short.converged and "max_steps = 1 reached" in short.message
 
 
-
 def test_search_is_vmappable_and_works_in_float32():
     energy = af.InteractionEnergy(2.0)
     x0 = af.normalize(polygon(5)[None] + 0.05 * jr.normal(jr.key(2), (3, 5, 2)))
@@ -176,9 +182,20 @@ def test_search_is_vmappable_and_works_in_float32():
     assert single.x.dtype == jnp.float32 and float(single.grad_norm) <= 1e-5
 
 
+def test_energies_without_full_rotation_symmetry_keep_the_orbit_directions():
+    # E = 1/(2βn²) Σ exp(β x_iᵀ A x_j), A = diag(1, 0.5, 0.2): all tokens at e_1 are critical
+    # (∇_i E ∥ A e_1 ∥ x_i), but rotating them together lowers x_iᵀ A x_j: no zero modes
+    energy = af.InteractionEnergy(1.0, jnp.diag(jnp.array([1.0, 0.5, 0.2])))
+    x = jnp.tile(jnp.array([[1.0, 0.0, 0.0]]), (5, 1))
+    with pytest.raises(ValueError, match="not O\\(d\\)-invariant; pass remove_orbit=False"):
+        af.classify_critical_point(energy, x)
+    c = af.classify_critical_point(energy, x, remove_orbit=False)
+    assert c.kind == "local maximum" and c.orbit_dimension == 0 and c.eigenvalues.size == 10
+
+
 def test_bad_inputs_are_rejected_with_clear_messages():
     energy = af.InteractionEnergy(1.0)
-    x = af.random_tokens(jr.key(4), 4, 2)
+    x = af.random_tokens(jr.key(4), 5, 2)
     with pytest.raises(ValueError, match="not a critical point"):
         af.classify_critical_point(energy, x)
     with pytest.raises(ValueError, match="n >= 2"):

@@ -1,4 +1,4 @@
-"""Riemannian Hessians on (S^{d-1})^n: closed forms, Taylor remainders along geodesics, HVP, Lanczos."""
+"""Riemannian Hessians on (S^{d-1})^n: closed forms, Taylor remainders, HVP and Lanczos."""
 
 import equinox as eqx
 import jax
@@ -26,8 +26,11 @@ def test_tangent_basis_is_orthonormal_and_tangent(d):
     x = af.random_tokens(jr.key(d), 7, d)
     b = af.tangent_basis(x)
     assert b.shape == (7, d - 1, d)
-    np.testing.assert_allclose(jnp.einsum("nkd,nld->nkl", b, b), np.broadcast_to(
-        np.eye(d - 1), (7, d - 1, d - 1)), atol=1e-14)
+    np.testing.assert_allclose(
+        jnp.einsum("nkd,nld->nkl", b, b),
+        np.broadcast_to(np.eye(d - 1), (7, d - 1, d - 1)),
+        atol=1e-14,
+    )
     np.testing.assert_allclose(jnp.einsum("nkd,nd->nk", b, x), 0.0, atol=1e-14)
     # completing with x gives an orthonormal basis of R^d
     full = jnp.concatenate([x[:, None, :], b], axis=1)
@@ -85,7 +88,8 @@ class CubicEnergy(af.AbstractEnergy):
 ENERGIES = {
     "interaction": lambda d: af.InteractionEnergy(2.0),
     "interaction-A": lambda d: af.InteractionEnergy(
-        1.5, (lambda m: (m + m.T) / 2)(jr.normal(jr.key(7), (d, d)))),
+        1.5, (lambda m: (m + m.T) / 2)(jr.normal(jr.key(7), (d, d)))
+    ),
     "cubic": lambda d: CubicEnergy(jr.normal(jr.key(8), (d,)), jr.normal(jr.key(9), (d, d))),
 }
 
@@ -117,7 +121,7 @@ def test_hessian_matches_second_differences_of_energy_along_geodesics():
         v = unit_tangent(jr.key(10 + key), x)
         c = coords(x, v)
         both = along_geodesic(energy, x, v, np.concatenate([ts, -ts]))
-        second = (both[: ts.size] - 2 * energy(x) + both[ts.size:]) / ts**2
+        second = (both[: ts.size] - 2 * energy(x) + both[ts.size :]) / ts**2
         errors = np.abs(second - c @ h @ c)
         assert 1.8 < loglog_slope(ts, errors) < 2.2
         assert errors[-1] < 1e-4 * float(jnp.abs(c @ h @ c))
@@ -144,8 +148,9 @@ def test_hessian_vector_product_matches_dense_and_projects():
     np.testing.assert_allclose(coords(x, hv), h @ coords(x, v), rtol=1e-11, atol=1e-12)
     # symmetric as an operator
     w = jr.normal(jr.key(8), x.shape)
-    np.testing.assert_allclose(jnp.sum(w * hv), jnp.sum(v * af.hessian_vector_product(
-        energy, x, w)), rtol=1e-12)
+    np.testing.assert_allclose(
+        jnp.sum(w * hv), jnp.sum(v * af.hessian_vector_product(energy, x, w)), rtol=1e-12
+    )
 
 
 def test_rotation_orbit_dimension_follows_the_stabiliser():
@@ -171,7 +176,7 @@ def test_orbit_directions_are_zero_modes_only_at_critical_points():
 
 @pytest.mark.parametrize("beta", [0.5, 3.0])
 def test_lanczos_extreme_eigenvalues_match_dense_with_the_orbit_removed(beta):
-    # Partial Krylov convergence (40 of 60 dimensions) is the docstring example (remove_orbit=False).
+    # Partial Krylov convergence (40 of 60 dimensions) is the docstring example (no orbit removal).
     # Here the 2·20 = 40 steps exceed the 40 − 3 dimensions left once the orbit is removed, so the
     # space is exhausted: the padding must not invent eigenvalues, and the extremes are exact.
     # β rides in the energy as an array: both runs share one compilation.
@@ -182,7 +187,8 @@ def test_lanczos_extreme_eigenvalues_match_dense_with_the_orbit_removed(beta):
     complement = jnp.linalg.svd(orbit, full_matrices=True)[0][:, 3:]
     dense = jnp.linalg.eigvalsh(complement.T @ af.riemannian_hessian(energy, x) @ complement)
     lo, hi = jax.jit(af.hessian_extreme_eigenvalues, static_argnames="num_iterations")(
-        energy, x, num_iterations=40)
+        energy, x, num_iterations=40
+    )
     np.testing.assert_allclose([lo, hi], [dense[0], dense[-1]], rtol=1e-10)
 
 
@@ -190,8 +196,9 @@ def test_float32_hessian():
     x64 = af.random_tokens(jr.key(13), 5, 3)
     h32 = af.riemannian_hessian(af.InteractionEnergy(1.0), x64.astype(jnp.float32))
     assert h32.dtype == jnp.float32
-    np.testing.assert_allclose(h32, af.riemannian_hessian(af.InteractionEnergy(1.0), x64),
-                               atol=2e-5)
+    np.testing.assert_allclose(
+        h32, af.riemannian_hessian(af.InteractionEnergy(1.0), x64), atol=2e-5
+    )
 
 
 def test_bad_inputs_are_rejected_with_clear_messages():

@@ -18,16 +18,18 @@ import attnflow as af
 from attnflow.cli import main
 from attnflow.commands.landscape import QUICK
 
-SEEDS = dict(num_random=QUICK["random"], num_flow=QUICK["flow"],
-             flow_times=tuple(QUICK["flow_times"]))
+SEEDS = dict(
+    num_random=QUICK["random"], num_flow=QUICK["flow"], flow_times=tuple(QUICK["flow_times"])
+)
 
 
 def test_signature_is_invariant_under_rotation_reflection_and_relabelling():
     x = af.random_tokens(jr.key(0), 6, 3)
     q, _ = np.linalg.qr(np.asarray(jr.normal(jr.key(1), (3, 3))))  # Haar-ish O(3), maybe improper
     moved = np.asarray(x)[np.random.default_rng(0).permutation(6)] @ q.T
-    np.testing.assert_allclose(af.configuration_signature(moved), af.configuration_signature(x),
-                               atol=1e-13)
+    np.testing.assert_allclose(
+        af.configuration_signature(moved), af.configuration_signature(x), atol=1e-13
+    )
     other = af.normalize(x + 0.01 * jr.normal(jr.key(2), x.shape))
     assert np.abs(af.configuration_signature(other) - af.configuration_signature(x)).max() > 1e-4
 
@@ -45,8 +47,9 @@ def test_symmetric_configurations_are_critical_when_balanced():
     np.testing.assert_allclose(simplex @ simplex.T, (4 * np.eye(4) - 1) / 3, atol=1e-14)
     assert af.classify_critical_point(energy, jnp.asarray(simplex)).kind == "local minimum"
     octahedron = af.symmetric_configurations(6, 3)["cross-polytope"]
-    np.testing.assert_allclose(np.sort((octahedron @ octahedron.T).ravel()),
-                               np.repeat([-1.0, 0.0, 1.0], [6, 24, 6]))
+    np.testing.assert_allclose(
+        np.sort((octahedron @ octahedron.T).ravel()), np.repeat([-1.0, 0.0, 1.0], [6, 24, 6])
+    )
 
 
 def test_survey_on_the_two_sphere():
@@ -76,8 +79,12 @@ def test_landscape_cli_quick(tmp_path, capsys):
     assert "counterexample to Problem 3) found: no" in out
     summary = json.loads((tmp_path / "landscape.json").read_text())
     assert summary["counterexample_found"] is False
-    assert [(s["n"], s["beta"]) for s in summary["systems"]] == [(3, 1.0), (3, 6.0), (4, 1.0),
-                                                                 (4, 6.0)]
+    assert [(s["n"], s["beta"]) for s in summary["systems"]] == [
+        (3, 1.0),
+        (3, 6.0),
+        (4, 1.0),
+        (4, 6.0),
+    ]
     for s in summary["systems"]:
         assert s["sync_maxima"] == 1 and s["local maximum"] == 1
         assert s["paper_strict_saddles"] == s["distinct"] - 1

@@ -79,6 +79,14 @@ def test_logits_at_z_is_paper_9_4():
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_omitted_V_is_the_identity_in_the_rescaling():
+    _, _, _, z = _weights(7)
+    z = jnp.asarray(z)
+    implicit = af.RescaledSelfAttention(0.7)(0.9, z)
+    np.testing.assert_allclose(implicit, af.RescaledSelfAttention(0.7, V=jnp.eye(D))(0.9, z))
+    assert np.abs(implicit - af.RescaledSelfAttention(0.7, logits_at="z")(0.9, z)).max() > 1e-2
+
+
 def test_residual_layers_is_explicit_euler():
     # One token, beta = 0: x' = V x, so k Euler steps give (I + hV)^k x0 exactly.
     _, _, V, x = _weights(5)

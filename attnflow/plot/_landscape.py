@@ -28,16 +28,26 @@ def critical_point_spectra(spectra, labels, *, tol=1e-12, ax=None, path=None, ti
     spectra = [np.asarray(s, dtype=float).ravel() for s in spectra]
     labels = list(labels)
     if len(labels) != len(spectra):
-        raise ValueError(f"labels: expected one label per spectrum ({len(spectra)}), got "
-                         f"{len(labels)}")
-    fig, ax = (plt.subplots(figsize=(max(4.0, 0.5 * len(spectra) + 2), 3.2)) if ax is None
-               else (ax.figure, ax))
+        raise ValueError(
+            f"labels: expected one label per spectrum ({len(spectra)}), got {len(labels)}"
+        )
+    fig, ax = (
+        plt.subplots(figsize=(max(4.0, 0.5 * len(spectra) + 2), 3.2))
+        if ax is None
+        else (ax.figure, ax)
+    )
     smallest = np.inf
     for column, values in enumerate(spectra):
         scale = np.max(np.abs(values)) if values.size else 0.0
         sign = np.where(np.abs(values) <= tol * scale, 0, np.sign(values)).astype(int)
-        ax.scatter(np.full(values.size, column), values, s=18,
-                   c=[_SIGN_COLORS[s] for s in sign], edgecolors="k", linewidths=0.3)
+        ax.scatter(
+            np.full(values.size, column),
+            values,
+            s=18,
+            c=[_SIGN_COLORS[s] for s in sign],
+            edgecolors="k",
+            linewidths=0.3,
+        )
         nonzero = np.abs(values[sign != 0])
         if nonzero.size:
             smallest = min(smallest, float(nonzero.min()))
