@@ -62,13 +62,17 @@ def _phi(normalization, adjoint=None, differentiable_twice=False):
 
 
 @functools.cache
+def _value_and_grad(normalization):
+    return jax.jit(jax.value_and_grad(_phi(normalization)))
+
+
 def _value(normalization):
-    return jax.jit(_phi(normalization))
+    # One compiled program per normalization serves values and gradients.
+    return lambda *args: _value_and_grad(normalization)(*args)[0]
 
 
-@functools.cache
 def _reverse(normalization):
-    return jax.jit(jax.grad(_phi(normalization)))
+    return lambda *args: _value_and_grad(normalization)(*args)[1]
 
 
 @functools.cache

@@ -19,7 +19,7 @@ import attnflow as af
 
 SIGMA, D, T = 0.5, 3, 1.0
 TS = jnp.array([0.5, 1.0])
-PATHS = 2000
+PATHS = 1000
 
 
 @functools.partial(jax.jit, static_argnames=("form", "brownian"))

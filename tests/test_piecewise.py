@@ -80,32 +80,35 @@ def test_solve_across_switches_equals_solving_piece_by_piece():
     Q, K, V = _matrices(5)
     beta = jnp.array([1.0, 2.0, 0.5])
     x0 = af.random_tokens(jr.key(6), N, D)
-    x = x0
-    bounds = (0.0, *SWITCHES, T1)
+    np.testing.assert_allclose(
+        _solve_piecewise(beta, Q, K, V, x0), _piece_by_piece(beta, Q, K, V, x0), atol=1e-10
+    )
+
+
+def _piece_by_piece(beta, Q, K, V, x0):
+    x, bounds = x0, (0.0, *SWITCHES, T1)
     for k in range(3):
         x = _solve_constant(beta[k], Q[k], K[k], V[k], x, bounds[k], bounds[k + 1])
-    np.testing.assert_allclose(_solve_piecewise(beta, Q, K, V, x0), x, atol=1e-10)
+    return x
 
 
-def test_solve_steps_to_the_switching_times():
-    # A field that is discontinuous in t: hitting the jump exactly avoids rejected steps there.
-    V = jnp.stack([jnp.eye(D), -jnp.eye(D), jnp.eye(D)])
+def test_solve_steps_to_the_switching_times_in_float32():
+    # A field discontinuous in t: stepping exactly to the jumps (jump_ts) keeps the error at
+    # the tolerance; letting the error estimate find them costs rejected steps and accuracy.
+    # float32 tokens with float64 switching times also checks the dtype handed to diffrax.
+    eye = jnp.eye(D)
+    V = jnp.stack([eye, -eye, eye])
     f = af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=SWITCHES)
-    x0 = af.random_tokens(jr.key(7), N, D)
-    with_jumps = af.solve(f, x0, T1, rtol=1e-8, atol=1e-10)
-    plain = af.solve(f, x0, T1, stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10))
+    x0 = af.random_tokens(jr.key(7), N, D, dtype=jnp.float32)
+    with_jumps = af.solve(f, x0, T1)
+    plain = af.solve(f, x0, T1, stepsize_controller=diffrax.PIDController(rtol=1e-5, atol=1e-6))
+    identity = jnp.stack([eye] * 3)
+    reference = _piece_by_piece(jnp.ones(3), identity, identity, V, af.normalize(x0.astype(float)))
+    assert with_jumps.ys.dtype == jnp.float32
+    error_with_jumps = float(jnp.max(jnp.abs(with_jumps.ys[-1] - reference)))
+    error_plain = float(jnp.max(jnp.abs(plain.ys[-1] - reference)))
+    assert error_with_jumps < 1e-5 and error_with_jumps < error_plain / 10
     assert int(with_jumps.stats["num_rejected_steps"]) < int(plain.stats["num_rejected_steps"])
-    np.testing.assert_allclose(with_jumps.ys, plain.ys, atol=1e-6)
-
-
-def test_float32_solve_through_switches():
-    f = af.PiecewiseConstant.from_attention(
-        1.0, V=-jnp.eye(D)[None].repeat(3, 0), switch_times=SWITCHES
-    )
-    x0 = af.random_tokens(jr.key(8), N, D, dtype=jnp.float32)
-    ys = af.solve(f, x0, T1).ys
-    assert ys.dtype == jnp.float32
-    np.testing.assert_allclose(jnp.linalg.norm(ys, axis=-1), 1.0, atol=1e-6)
 
 
 def _richardson_central_difference(f, h=1e-3):
@@ -127,8 +130,12 @@ def test_gradients_in_every_piece_match_central_finite_differences():
     def loss(p):
         return jnp.sum(W * _solve_piecewise(p["beta"], p["Q"], p["K"], p["V"], x0))
 
-    grad = jax.jit(jax.grad(loss))(params)
-    value = jax.jit(loss)
+    value_and_grad = jax.jit(jax.value_and_grad(loss))
+    grad = value_and_grad(params)[1]
+
+    def value(p):
+        return value_and_grad(p)[0]
+
     keys = iter(jr.split(jr.key(12), 12))
     for name in params:
         for k in range(3):
