@@ -33,6 +33,10 @@ from ._diagnostics import (
     gram as gram,
     inner_product_histogram as inner_product_histogram,
 )
+from ._ensembles import (
+    FIG5_ENSEMBLES as FIG5_ENSEMBLES,
+    AttentionEnsemble as AttentionEnsemble,
+)
 from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
 from ._feedforward import (
     FeedForward as FeedForward,
@@ -86,6 +90,11 @@ from ._normalization_schemes import (
 )
 from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
 from ._piecewise import PiecewiseConstant as PiecewiseConstant
+from ._phase import (
+    bartlett_tokens as bartlett_tokens,
+    phase_diagram as phase_diagram,
+    phase_diagram_from_tokens as phase_diagram_from_tokens,
+)
 from ._positional import (
     PositionalAttention as PositionalAttention,
     alibi_bias as alibi_bias,

@@ -176,11 +176,15 @@ def _quantile_distance(u, a, v, b, p):
     u, a, v, b = u[iu], a[iu], v[iv], b[iv]
     ca = jnp.cumsum(a) / jnp.sum(a)
     cb = jnp.cumsum(b) / jnp.sum(b)
-    levels = jnp.sort(jnp.concatenate([ca, cb]))
+    # Merge the two CDFs' levels with one sort. On (previous level, level] the quantile
+    # F^{-1}(s) = u_i with i = min{i : F(u_i) >= s} = #{levels of F before this one}; ties only
+    # create intervals of zero width.
+    from_u = jnp.concatenate([jnp.ones(u.shape[0], bool), jnp.zeros(v.shape[0], bool)])
+    order = jnp.argsort(jnp.concatenate([ca, cb]), stable=True)
+    levels, from_u = jnp.concatenate([ca, cb])[order], from_u[order]
     widths = jnp.diff(levels, prepend=0.0)
-    # The quantile F^{-1}(s) = u_i with i = min{i : F(u_i) >= s} is constant between levels.
-    i = jnp.clip(jnp.searchsorted(ca, levels, side="left"), 0, u.shape[0] - 1)
-    j = jnp.clip(jnp.searchsorted(cb, levels, side="left"), 0, v.shape[0] - 1)
+    i = jnp.clip(jnp.cumsum(from_u) - from_u, 0, u.shape[0] - 1)
+    j = jnp.clip(jnp.cumsum(~from_u) - ~from_u, 0, v.shape[0] - 1)
     return jnp.sum(widths * jnp.abs(u[i] - v[j]) ** p)
 
 

@@ -90,13 +90,10 @@ def _coords_field(Y, beta, B, V, normalization):
     return out - jnp.sum(out * Y, axis=-1, keepdims=True) * Y
 
 
-def _inner_products(state, form):
-    return _unit_gram(state) if form == "gram" else (lambda Y: Y @ Y.T)(_unit_rows(state))
-
-
 def _count(state, form, delta):
     """Number of ordered pairs i ≠ j with ⟨x_i, x_j⟩ ≥ 1 − δ (one system)."""
-    C = _inner_products(state, form)
+    # The Gram flow keeps diag(G) = 1 to rounding (Ġ_ii = 0 exactly), so G is used as is.
+    C = state if form == "gram" else (lambda Y: Y @ Y.T)(_unit_rows(state))
     n = C.shape[0]
     return jnp.sum((C >= 1 - delta) & ~jnp.eye(n, dtype=bool), dtype=jnp.int32)
 
@@ -145,11 +142,11 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
         hx = _expand(h_eff, y)
         ks = [f]
         for a_row in _A[1:]:
-            ks.append(field(y + hx * sum(a * k for a, k in zip(a_row, ks) if a != 0)))
-        y_new = y + hx * sum(b * k for b, k in zip(_B, ks) if b != 0)
+            ks.append(field(y + hx * sum(a * k for a, k in zip(a_row, ks, strict=True) if a != 0)))
+        y_new = y + hx * sum(b * k for b, k in zip(_B, ks, strict=True) if b != 0)
         f_new = field(y_new)
         ks.append(f_new)
-        err = hx * sum(e * k for e, k in zip(_E, ks) if e != 0)
+        err = hx * sum(e * k for e, k in zip(_E, ks, strict=True) if e != 0)
         scale = atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y_new))
         err_norm = rms(err / scale)
         # A trial step far too long can overflow; treat it as a (strongly) rejected step.
@@ -160,7 +157,8 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
         h_next = jnp.where(done, h, h_eff * growth)
         t_new = jnp.where(last, t_end, t + h_eff)
         # Dense output y(t + θh) = y + Σ_j θ^{j+1} c_j, coefficients formed once per step.
-        coeffs = [hx * sum(row[j] * k for row, k in zip(_P, ks) if row[j] != 0) for j in range(4)]
+        coeffs = [hx * sum(row[j] * k for row, k in zip(_P, ks, strict=True) if row[j] != 0)
+                  for j in range(4)]
 
         def pending(ptr):
             return accept & (ptr < T) & (ts[jnp.minimum(ptr, T - 1)] <= t_new)

@@ -23,3 +23,12 @@ from ._configurations import (
     regular_polygon as regular_polygon,
     simplex as simplex,
 )
+from ._theory import (
+    clustering_beta as clustering_beta,
+    clustering_time as clustering_time,
+    cone_collapse_bound as cone_collapse_bound,
+    cone_collapse_rate as cone_collapse_rate,
+    orthogonal_inner_product as orthogonal_inner_product,
+    orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
+    wendel as wendel,
+)

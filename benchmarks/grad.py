@@ -1,6 +1,6 @@
 """Cost of differentiating through `attnflow.solve` (issue 3): (SA), n = 256, d = 64, t1 = 10.
 
-Part 1, one adaptive solve (Tsit5 + PID), compiled once, median of repeats:
+Part 1, one adaptive solve (Tsit5 + PID), compiled once, median of repeats timed round-robin:
 - forward solve (the baseline for the ratios);
 - reverse-mode gradient of a scalar loss with respect to x0 and (Q, K, V), default
   `RecursiveCheckpointAdjoint` (exact, binomial checkpointing);
@@ -15,7 +15,7 @@ Part 2, reverse-mode memory against the number of steps: a constant step size wi
 sqrt(2 · max_steps) checkpoints, so it grows with max_steps, not with the steps taken), a fixed
 budget of 16 checkpoints, and `DirectAdjoint` for comparison.
 
-Usage: python benchmarks/grad.py [--n 256] [--d 64] [--repeats 3] [--dtype float32]
+Usage: python benchmarks/grad.py [--n 256] [--d 64] [--repeats 7] [--dtype float32]
 """
 
 import argparse
@@ -34,14 +34,18 @@ import attnflow as af  # noqa: E402
 BETA, T1 = 1.0, 10.0
 
 
-def median_time(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # compile / warm up
-    times = []
+def median_times(fns, args, repeats):
+    """Median wall time of each compiled ``fn(*args)``, timed round-robin so that a change in
+    the machine's load during the run affects every case alike."""
+    for fn in fns:
+        jax.block_until_ready(fn(*args))  # compile / warm up
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        for fn, record in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            record.append(time.perf_counter() - start)
+    return [float(np.median(record)) for record in times]
 
 
 def program_bytes(fn, args):
@@ -124,10 +128,11 @@ def part_one(n, d, dtype, repeats, rtol, atol):
         for g, v in zip(jax.tree.leaves(exact[0]), jax.tree.leaves(direction), strict=True)
     )
 
-    rows = []
-    for name, fn in cases.items():
-        seconds = median_time(fn, (params, x0), repeats)
-        rows.append((name, seconds, program_bytes(fn, (params, x0))))
+    seconds = median_times(list(cases.values()), (params, x0), repeats)
+    rows = [
+        (name, time_, program_bytes(fn, (params, x0)))
+        for (name, fn), time_ in zip(cases.items(), seconds, strict=True)
+    ]
     base_time, base_bytes = rows[0][1], rows[0][2]
     print(
         f"\n### Part 1: n = {n}, d = {d}, t1 = {T1}, {np.dtype(dtype).name}, "
@@ -225,7 +230,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=256)
     parser.add_argument("--d", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--steps", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
     args = parser.parse_args()

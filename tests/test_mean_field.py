@@ -56,6 +56,10 @@ def test_quantile_distance_against_scipy():
     a, b = jr.uniform(k[2], (13,)), jr.uniform(k[3], (8,))
     w1 = float(quantile_distance(u, a, v, b, 1.0))
     np.testing.assert_allclose(w1, wasserstein_distance(u, v, a, b), rtol=1e-12)
+    # CDF levels that coincide (k/4 and k/2): only zero-width intervals may be ambiguous
+    u4, v2_ = u[:4], v[:2]
+    w1_ties = float(quantile_distance(u4, jnp.ones(4), v2_, jnp.ones(2), 1.0))
+    np.testing.assert_allclose(w1_ties, wasserstein_distance(u4, v2_), rtol=1e-12)
     v2 = 0.5 + jr.normal(k[1], (13,))
     w2 = float(quantile_distance(u, jnp.ones(13), v2, jnp.ones(13), 2.0))
     np.testing.assert_allclose(w2, np.mean((np.sort(u) - np.sort(v2)) ** 2), rtol=1e-12)
