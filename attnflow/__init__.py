@@ -5,7 +5,7 @@ particle vector field whose empirical measure follows a Wasserstein gradient flo
 interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794).
 """
 
-import importlib.metadata
+import importlib.metadata as _metadata
 
 from . import theory as theory
 
@@ -131,4 +131,4 @@ from ._sphere import (
     tangent as tangent,
 )
 
-__version__ = importlib.metadata.version("attnflow")
+__version__ = _metadata.version("attnflow")
