@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_tokens, check_weights, is_traced
+from ._check import check_beta, check_tokens, check_weights, is_traced
 
 
 def _measure(x, weights, name):
@@ -60,9 +60,7 @@ def squared_mmd(
     x, a = _measure(x, x_weights, "x")
     y, b = _measure(y, y_weights, "y")
     _check_same_dimension(x, y)
-    if jnp.ndim(kappa) != 0:
-        raise ValueError(f"kappa: expected a scalar, got shape {jnp.shape(kappa)}")
-    kappa = jnp.asarray(kappa, x.dtype)
+    kappa = jnp.asarray(check_beta(kappa, positive=True, name="kappa"), x.dtype)
 
     def mean_kernel(u, wu, v, wv):
         return jnp.einsum("i,ij,j->", wu, jnp.exp(kappa * (u @ v.T - 1)), wv)

@@ -27,7 +27,7 @@ def _random_params(seed):
     eye = jnp.eye(D)
     return {
         "x0": af.random_tokens(keys[0], N, D),
-        "beta": jnp.asarray(1.5),
+        "beta": jnp.asarray(1.5, dtype=jnp.float64),
         "Q": eye + 0.3 * jr.normal(keys[1], (D, D)),
         "K": eye + 0.3 * jr.normal(keys[2], (D, D)),
         "V": eye + 0.3 * jr.normal(keys[3], (D, D)),
@@ -92,7 +92,7 @@ def _perturbed(params, name, direction, h):
     if name == "x0":
         p["x0"] = jnp.asarray(_geodesic_rows(np.asarray(params["x0"]), direction, h))
     else:
-        p[name] = params[name] + h * direction
+        p[name] = params[name] + h * jnp.asarray(direction, params[name].dtype)
     return p
 
 
@@ -165,7 +165,7 @@ def test_beta_derivative_of_orthogonal_inner_product_matches_scalar_ode(normaliz
     beta, t = 1.5, 1.2
     params = {
         "x0": af.orthogonal_tokens(N, D, key=jr.key(6)),
-        "beta": jnp.asarray(beta),
+        "beta": jnp.asarray(beta, dtype=jnp.float64),
         "Q": jnp.eye(D),
         "K": jnp.eye(D),
         "V": jnp.eye(D),

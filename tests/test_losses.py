@@ -185,5 +185,7 @@ def test_bad_inputs_raise_clear_errors():
         af.sinkhorn_divergence(x, y, epsilon=0.0)
     with pytest.raises(ValueError, match="kappa: expected a scalar"):
         af.squared_mmd(x, y, kappa=jnp.ones(2))
+    with pytest.raises(ValueError, match="kappa: expected a finite value > 0, got -1.0"):
+        af.squared_mmd(x, y, kappa=-1.0)
     with pytest.raises(Exception, match="Sinkhorn did not reach threshold"):
         af.sinkhorn_divergence(x, y, epsilon=1e-3, max_iterations=10)
