@@ -9,11 +9,14 @@ from ._check import check_weights
 DEFAULT_BLOCK_SIZE = 512
 """Rows of queries and of keys handled together; a (block, block) tile is the largest temporary."""
 
-AUTO_BLOCK_THRESHOLD = 4096
+AUTO_BLOCK_THRESHOLD = 1024
 """Fields with more tokens than this use the blocked kernel when ``block_size`` is ``None``.
 
-At n = 4096 the dense logits already take 128 MiB in float64 (and several temporaries of that
-size live at once); the dense path is no faster beyond it (benchmarks/RESULTS_scaling.md).
+Measured on a 2-core CPU (benchmarks/RESULTS_scaling.md, d = 64, float32): dense and blocked
+take the same time at n = 1000; at n = 2048 the blocked kernel is twice as fast, and two to
+five times from n = 3162 on, once the dense n × n intermediates no longer fit in cache. This
+was measured on CPU only; on a GPU the crossover may lie elsewhere: force the blocked kernel
+with ``block_size``.
 """
 
 

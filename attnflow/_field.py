@@ -77,7 +77,7 @@ class SelfAttention(AbstractField):
     Σ_j w_j e^{s_ij} V x_j: the mean-field field 𝒳[μ] of (3.3)/(3.8) at μ = Σ_j w_j δ_{x_j}.
     Uniform weights w_j = 1/n give the fields above.
 
-    Large n: with ``block_size`` set, or when ``block_size`` is None and n > 4096
+    Large n: with ``block_size`` set, or when ``block_size`` is None and n > 1024
     (``AUTO_BLOCK_THRESHOLD``), the output is computed by :func:`attnflow.blocked_attention`
     (online softmax over key blocks, memory O(n·d + block²), never n × n). The blocked and dense
     paths agree to rounding; ``logits`` and ``attention_matrix`` are always dense.
@@ -92,7 +92,7 @@ class SelfAttention(AbstractField):
         V: (d, d) value matrix.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
         causal: mask j > i.
-        block_size: ``None`` (dense up to n = 4096, blocked above) or a positive integer to force
+        block_size: ``None`` (dense up to n = 1024, blocked above) or a positive integer to force
             the blocked kernel with that block size.
 
     Example:

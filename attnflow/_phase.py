@@ -15,6 +15,7 @@ at the save times, from the dense output. Three state representations, chosen au
 - general V: coordinates in R^d.
 """
 
+import collections
 import math
 from typing import Literal
 
@@ -51,18 +52,14 @@ _P = (
 )
 
 
-def _unit_gram(G):
-    g = jnp.sqrt(jnp.diagonal(G))
-    return G / (g[:, None] * g[None, :])
-
-
 def _unit_rows(Y):
     return Y / jnp.linalg.norm(Y, axis=-1, keepdims=True)
 
 
 def _gram_field(G, beta, normalization):
     """Ġ for Q = K = V = I at the unit-diagonal Ĝ (so |x_i| = 1 is restored at every stage)."""
-    G = _unit_gram(G)
+    r = jax.lax.rsqrt(jnp.diagonal(G))
+    G = G * (r[:, None] * r[None, :])
     # ⟨x_i, x_j⟩ ≤ 1, so exp(β(G − 1)) ∈ (0, 1]: no overflow for any β, and every row sum ≥ 1.
     E = jnp.exp(beta * (G - 1))
     if normalization == "softmax":
@@ -204,7 +201,7 @@ def _system_fields(form, normalization):
     return one
 
 
-def _solve_chunk(y0, betas, B, V, ts, delta, rtol, atol, *, form, normalization, max_steps,
+def _solve_chunk(y0, betas, B, V, ts, delta, rtol, atol, max_steps, *, form, normalization,
                  early_stop):
     """Counts (len(betas), R, T) for initial states y0 (R, n, m) and every β; B, V per system
     (R, m, m), shared (m, m) or None."""
@@ -226,9 +223,7 @@ def _solve_chunk(y0, betas, B, V, ts, delta, rtol, atol, *, form, normalization,
     return _integrate(field, count, state, ts, rtol, atol, max_steps, full)
 
 
-_solve_chunk_jit = jax.jit(
-    _solve_chunk, static_argnames=("form", "normalization", "max_steps", "early_stop")
-)
+_solve_chunk_jit = jax.jit(_solve_chunk, static_argnames=("form", "normalization", "early_stop"))
 
 
 def bartlett_tokens(
@@ -298,7 +293,11 @@ def _positive_int(value, name):
 
 def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_block, rtol, atol,
          max_steps, progress, n, early_stop):
-    """Drive the jitted chunk solver over realisation chunks × β blocks; exact integer sums."""
+    """Drive the jitted chunk solver over realisation chunks × β blocks; exact integer sums.
+
+    Calls are dispatched asynchronously round-robin over ``jax.local_devices()`` (with several
+    CPU devices, e.g. ``jax_num_cpu_devices``, chunks run in parallel on separate cores).
+    """
     from tqdm.auto import tqdm
 
     R = y0.shape[0]
@@ -306,34 +305,51 @@ def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_bl
     chunk = min(chunk_size, R)
     block = min(beta_block, len(betas))
     n_chunks, n_blocks = math.ceil(R / chunk), math.ceil(len(betas) / block)
-    ts_j = jnp.asarray(ts, dtype)
+    devices = jax.local_devices()
+    if jnp.finfo(dtype).bits < 64:
+        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)  # the tightest float32 can honour
+    shared = {dev: jax.device_put((jnp.asarray(ts, dtype), jnp.asarray(delta, dtype),
+                                   jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)), dev)
+              for dev in devices}
     counts = np.zeros((len(betas), len(ts)), np.int64)
-    per_system_b = B is not None and B.ndim == 3
-    per_system_v = V is not None and V.ndim == 3
     failed = 0
+    in_flight = collections.deque()
+
+    def collect():
+        nonlocal failed
+        cols, keep, valid, out, ok = in_flight.popleft()
+        out, ok = np.asarray(out), np.asarray(ok)
+        failed += int(np.sum(~ok[keep][:, valid]))
+        counts[cols[keep]] += out[keep][:, valid].sum(axis=1)
+        bar.update(1)
+
     bar = tqdm(total=n_chunks * n_blocks, disable=not progress, desc="phase diagram",
                unit="chunk")
+    task = 0
     for c in range(n_chunks):
         # The last chunk is padded by repeating a realisation so every call has the same
-        # shape (one compilation); padded rows are dropped below.
+        # shape (one compilation); padded rows are dropped when collecting.
         rows = np.minimum(np.arange(c * chunk, (c + 1) * chunk), R - 1)
         valid = np.arange(c * chunk, (c + 1) * chunk) < R
-        y_c = y0[rows]
-        B_c = B[rows] if per_system_b else B
-        V_c = V[rows] if per_system_v else V
         for b in range(n_blocks):
             cols = np.minimum(np.arange(b * block, (b + 1) * block), len(betas) - 1)
+            keep = np.arange(b * block, (b + 1) * block) < len(betas)
+            dev = devices[task % len(devices)]
+            task += 1
+            inputs = jax.device_put((
+                y0[rows], jnp.asarray(betas[cols], dtype),
+                None if B is None else (B[rows] if B.ndim == 3 else B),
+                None if V is None else (V[rows] if V.ndim == 3 else V),
+            ), dev)
             out, ok, _ = _solve_chunk_jit(
-                y_c, jnp.asarray(betas[cols], dtype), B_c, V_c, ts_j,
-                jnp.asarray(delta, dtype), jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype),
-                form=form, normalization=normalization, max_steps=max_steps,
+                *inputs, *shared[dev], max_steps, form=form, normalization=normalization,
                 early_stop=early_stop,
             )
-            out, ok = np.asarray(out), np.asarray(ok)
-            keep = np.arange(b * block, (b + 1) * block) < len(betas)
-            failed += int(np.sum(~ok[keep][:, valid]))
-            counts[cols[keep]] += out[keep][:, valid].sum(axis=1)
-            bar.update(1)
+            in_flight.append((cols, keep, valid, out, ok))
+            if len(in_flight) >= 2 * len(devices):
+                collect()
+    while in_flight:
+        collect()
     bar.close()
     if failed:
         raise RuntimeError(
