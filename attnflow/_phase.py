@@ -115,7 +115,8 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
     f0 = field(y0)
     c0 = count(y0)
     at_zero = jnp.sum(ts <= 0)
-    out = jnp.where(jnp.arange(T) < at_zero, c0[..., None], 0).astype(jnp.int32)
+    grid = jnp.arange(T).reshape((1,) * len(batch) + (T,))
+    out = jnp.where(grid < at_zero, c0[..., None], 0).astype(jnp.int32)
     ptr = jnp.full(batch, at_zero, jnp.int32)
 
     def rms(x):
@@ -187,7 +188,7 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
     carry = (t0, y0, f0, h0, out, ptr, done, jnp.asarray(0, jnp.int32))
     _, _, _, _, out, ptr, done, steps = jax.lax.while_loop(cond, body, carry)
     if full_count is not None:
-        out = jnp.where(jnp.arange(T) >= ptr[..., None], jnp.int32(full_count), out)
+        out = jnp.where(grid >= ptr[..., None], jnp.int32(full_count), out)
     return out, done, steps
 
 
@@ -252,12 +253,16 @@ def bartlett_tokens(
     batch_shape = tuple(batch_shape)
     r = min(n, d)
     k_normal, k_chi = jr.split(key)
-    lower = jnp.tril(jnp.ones((n, r), bool), k=-1)
+    ones = (1,) * len(batch_shape)
+    lower = jnp.tril(jnp.ones((n, r), bool), k=-1).reshape(ones + (n, r))
     L = jnp.where(lower, jr.normal(k_normal, batch_shape + (n, r), dtype), 0)
-    dof = (d - jnp.arange(r)).astype(dtype)
+    dof = (d - jnp.arange(r)).astype(dtype).reshape(ones + (r,))
     chi = jnp.sqrt(2 * jr.gamma(k_chi, dof / 2, batch_shape + (r,), dtype))
-    L = L + jnp.eye(n, r, dtype=dtype) * chi[..., None, :]
+    L = L + jnp.eye(n, r, dtype=dtype).reshape(ones + (n, r)) * chi[..., None, :]
     return L / jnp.linalg.norm(L, axis=-1, keepdims=True)
+
+
+_bartlett_jit = jax.jit(bartlett_tokens, static_argnums=(1, 2, 3, 4))
 
 
 def _reduce_to_span(x, B):
@@ -546,29 +551,23 @@ def phase_diagram(
     betas, ts = _check_grid(betas, ts)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     k_tokens, k_weights = jr.split(key)
-    token_keys = jr.split(k_tokens, R)
     plain = ensemble is None or (ensemble.bilinear == "identity" and ensemble.value_is_identity)
     common = dict(betas=betas, ts=ts, delta=delta, normalization=normalization,
                   chunk_size=chunk_size, beta_block=beta_block, rtol=rtol, atol=atol,
                   max_steps=max_steps, progress=progress)
     if plain:
-        y = jax.vmap(lambda k: bartlett_tokens(k, n, d, dtype=dtype))(token_keys)
+        y = _bartlett_jit(k_tokens, n, d, (R,), dtype)
         return phase_diagram_from_tokens(y, **common)
-    x0 = jax.vmap(lambda k: _uniform(k, n, d, dtype))(token_keys)
+    g = jr.normal(k_tokens, (R, n, d), dtype)
+    x0 = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
     if shared_weights:
         B, V = ensemble.sample(k_weights, d, dtype)
     else:
         B, V = jax.vmap(lambda k: ensemble.sample(k, d, dtype))(jr.split(k_weights, R))
-    eye = jnp.eye(d, dtype=dtype)
-    # B enters as QᵀK with Q = I, K = B; V = I is passed as None to keep the span reduction.
+    # B = QᵀK enters as Q = I, K = B; V = I is passed as None to keep the span reduction.
     return phase_diagram_from_tokens(
-        x0, Q=jnp.broadcast_to(eye, B.shape), K=B,
+        x0, Q=jnp.broadcast_to(jnp.eye(d, dtype=dtype), B.shape), K=B,
         V=None if ensemble.value_is_identity else V, **common)
-
-
-def _uniform(key, n, d, dtype):
-    g = jr.normal(key, (n, d), dtype)
-    return g / jnp.linalg.norm(g, axis=-1, keepdims=True)
 
 
 __all__ = ["phase_diagram", "phase_diagram_from_tokens", "bartlett_tokens"]

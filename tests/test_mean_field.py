@@ -86,7 +86,7 @@ def test_sliced_wasserstein_weights_and_symmetry():
     np.testing.assert_allclose(
         af.sliced_wasserstein(key, x, y), af.sliced_wasserstein(key, y, x), rtol=1e-12
     )
-    assert float(af.sliced_wasserstein(key, x, x)) == 0.0
+    assert float(af.sliced_wasserstein(key, x, x)) < 1e-7  # √(rounding of the CDFs)
 
 
 def test_bad_inputs():

@@ -9,6 +9,8 @@ Register the module in ``FIGURES`` below.
 """
 
 FIGURES: dict[str, str] = {
+    "fig3": "attnflow.figures.fig3",
+    "fig5": "attnflow.figures.fig5",
     "fig4": "attnflow.figures.fig4",
     "fig6": "attnflow.figures.fig6",
     "staircase": "attnflow.figures.staircase",

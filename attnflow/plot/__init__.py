@@ -18,3 +18,4 @@ from ._clusters import (
 )
 from ._landscape import critical_point_spectra as critical_point_spectra
 from ._movie import available_movie_format as available_movie_format, token_movie as token_movie
+from ._phase import phase_diagram_heatmap as phase_diagram_heatmap

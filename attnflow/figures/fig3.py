@@ -1,0 +1,124 @@
+"""Fig. 3: the phase diagram of (SA) with Q = K = V = I,
+
+    P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ)  on  β ∈ [0.1, 9] × t ∈ [0, 30],
+
+for n = 32 tokens drawn uniformly on S^{d−1}, d ∈ {2, 8, 32, 128, 512, 1024}, δ = 10⁻³, 2¹⁰
+realisations (``full`` preset). The statistic is the clustered fraction over ordered pairs
+averaged over realisations (:func:`attnflow.phase_diagram`), with the same initial tokens for
+every β. Each panel carries the exact curve Γ_∞,δ = {t = t*(β)} of (6.12) in closed form
+(:func:`attnflow.theory.clustering_time`) for the same n — the published figure shows a curve
+computed for n = 128 (MATH.md §9, §11.7). Solves are adaptive DP5(4) with error control
+(rtol = 1e-5), not the authors' Euler steps of 0.1, which cluster 5–10% late.
+
+Presets: ``quick`` (seconds, two small panels), ``default`` (one panel, d = 32, about a minute on
+two cores) and ``full`` (paper resolution, six panels).
+"""
+
+import os
+import pathlib
+import string
+import time
+
+import numpy as np
+
+PRESETS = {
+    "quick": {"ds": [2, 16], "n": 8, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 6,
+              "t_max": 30.0, "n_ts": 11, "realizations": 8, "chunk_size": 8, "beta_block": 6,
+              "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+    "default": {"ds": [32], "n": 32, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 45,
+                "t_max": 30.0, "n_ts": 100, "realizations": 128, "chunk_size": 16,
+                "beta_block": 5, "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+    "full": {"ds": [2, 8, 32, 128, 512, 1024], "n": 32, "delta": 1e-3, "beta_range": [0.1, 9.0],
+             "n_betas": 90, "t_max": 30.0, "n_ts": 200, "realizations": 1024, "chunk_size": 16,
+             "beta_block": 5, "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+}
+
+
+def use_all_cores():
+    """Give JAX one CPU device per core so that chunks run in parallel; only possible before
+    JAX initialises its backends (otherwise the current devices are kept)."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", max(1, os.cpu_count() or 1))
+    except RuntimeError:
+        pass
+
+
+def grids(params):
+    betas = np.linspace(*params["beta_range"], params["n_betas"])
+    ts = np.linspace(0.0, params["t_max"], params["n_ts"])
+    return betas, ts
+
+
+def curve(params, points: int = 400):
+    """Γ_∞,δ as arrays (t*(β), β) on a fine β grid over the plotted range."""
+    import attnflow.theory as theory
+
+    beta = np.linspace(0.0, params["beta_range"][1], points)
+    t = np.asarray(theory.clustering_time(beta, params["n"], params["delta"]))
+    return t, beta
+
+
+def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
+    """P for every d (len(ds), n_betas, n_ts), the grids, Γ_∞,δ and per-panel seconds."""
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    import attnflow as af
+
+    betas, ts = grids(params)
+    panels, seconds = [], []
+    for d in params["ds"]:
+        start = time.perf_counter()
+        P = af.phase_diagram(
+            jr.fold_in(jr.key(seed), d), n=params["n"], d=d, betas=betas, ts=ts,
+            realizations=params["realizations"], delta=params["delta"],
+            chunk_size=params["chunk_size"], beta_block=params["beta_block"],
+            rtol=params["rtol"], atol=params["atol"], dtype=jnp.dtype(params["dtype"]),
+            progress=progress,
+        )
+        panels.append(np.asarray(P))
+        seconds.append(time.perf_counter() - start)
+    curve_t, curve_beta = curve(params)
+    return {"P": np.stack(panels), "beta": betas, "t": ts, "d": np.asarray(params["ds"]),
+            "curve_t": curve_t, "curve_beta": curve_beta, "seconds": np.asarray(seconds)}
+
+
+def plot_panels(data: dict, params: dict):
+    """The grid of heatmaps with Γ_∞,δ; returns the figure."""
+    from attnflow import plot
+    from attnflow.plot._common import plt
+
+    k = len(data["d"])
+    cols = min(3, k)
+    rows = -(-k // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False,
+                             constrained_layout=True)
+    for i, d in enumerate(data["d"]):
+        ax = axes.flat[i]
+        plot.phase_diagram_heatmap(
+            data["P"][i], data["beta"], data["t"], curve=(data["curve_t"], data["curve_beta"]),
+            ax=ax, title=f"({string.ascii_lowercase[i]}) d = {int(d)}",
+            colorbar=(i % cols == cols - 1) or i == k - 1,
+        )
+    for ax in axes.flat[k:]:
+        ax.set_visible(False)
+    fig.suptitle(f"Fig. 3: (SA), n = {params['n']}, δ = {params['delta']:g}, "
+                 f"{params['realizations']} realisations; black: exact Γ∞,δ for n = {params['n']}")
+    return fig
+
+
+def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
+    """Compute, plot and write ``fig3.{png,npz,json}``."""
+    from attnflow.figures._output import write_outputs
+
+    use_all_cores()
+    start = time.perf_counter()
+    data = compute(params, seed)
+    computed = time.perf_counter()
+    fig = plot_panels(data, params)
+    timings = {"compute": computed - start, "plot": time.perf_counter() - computed,
+               "panels": {str(int(d)): float(s) for d, s in zip(data["d"], data["seconds"],
+                                                                 strict=True)}}
+    return write_outputs(out, "fig3", fig, data, {**params, "seed": seed}, timings)

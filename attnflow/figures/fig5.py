@@ -1,0 +1,105 @@
+"""Fig. 5: phase diagrams P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) of (SA) with random Q, K, V,
+d = 128, n = 32, on the axes of Fig. 3, for the four ensembles of the caption
+(:data:`attnflow.FIG5_ENSEMBLES`, conventions in :class:`attnflow.AttentionEnsemble`):
+
+    (a) Q, K, V real Ginibre (V = G/√d; the authors' code has no Ginibre V, MATH.md §9);
+    (b) QᵀK Wigner (GOE), V = GGᵀ/√d ⪰ 0 (Wishart);
+    (c) Q, K Ginibre, V = QᵀK/√d;
+    (d) QᵀK Wigner, V = QᵀK/√(d+1).
+
+Each system draws its own matrices, kept for every β and fixed in time (common random numbers).
+With V ≠ I the flow leaves the span of the initial tokens, so these run in R^d: the ``full``
+preset (90 β, 200 times, 2¹⁰ realisations per panel) costs hours on a 2-core CPU; ``default``
+is a coarse laptop version (about a minute) and ``quick`` a test-sized one.
+"""
+
+import pathlib
+import string
+import time
+
+import numpy as np
+
+from attnflow.figures.fig3 import grids, use_all_cores
+
+PRESETS = {
+    "quick": {"panels": ["a", "b", "c", "d"], "d": 8, "n": 4, "delta": 1e-3,
+              "beta_range": [0.1, 9.0], "n_betas": 3, "t_max": 30.0, "n_ts": 6,
+              "realizations": 4, "shared_weights": False, "chunk_size": 4, "beta_block": 3,
+              "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+    "default": {"panels": ["a", "b", "c", "d"], "d": 128, "n": 32, "delta": 1e-3,
+                "beta_range": [0.1, 9.0], "n_betas": 10, "t_max": 30.0, "n_ts": 60,
+                "realizations": 8, "shared_weights": False, "chunk_size": 8, "beta_block": 5,
+                "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+    "full": {"panels": ["a", "b", "c", "d"], "d": 128, "n": 32, "delta": 1e-3,
+             "beta_range": [0.1, 9.0], "n_betas": 90, "t_max": 30.0, "n_ts": 200,
+             "realizations": 1024, "shared_weights": False, "chunk_size": 8, "beta_block": 5,
+             "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+}
+
+CAPTIONS = {
+    "a": "Q, K, V Ginibre",
+    "b": "QᵀK Wigner, V Wishart",
+    "c": "Q, K Ginibre, V = QᵀK",
+    "d": "QᵀK Wigner, V = QᵀK",
+}
+
+
+def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
+    """P for every panel (len(panels), n_betas, n_ts), the grids and per-panel seconds."""
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    import attnflow as af
+
+    betas, ts = grids(params)
+    panels, seconds = [], []
+    for i, name in enumerate(params["panels"]):
+        start = time.perf_counter()
+        P = af.phase_diagram(
+            jr.fold_in(jr.key(seed), i), n=params["n"], d=params["d"], betas=betas, ts=ts,
+            realizations=params["realizations"], delta=params["delta"],
+            ensemble=af.FIG5_ENSEMBLES[name], shared_weights=params["shared_weights"],
+            chunk_size=params["chunk_size"], beta_block=params["beta_block"],
+            rtol=params["rtol"], atol=params["atol"], dtype=jnp.dtype(params["dtype"]),
+            progress=progress,
+        )
+        panels.append(np.asarray(P))
+        seconds.append(time.perf_counter() - start)
+    return {"P": np.stack(panels), "beta": betas, "t": ts, "seconds": np.asarray(seconds)}
+
+
+def plot_panels(data: dict, params: dict):
+    """A 2 × 2 grid of heatmaps; returns the figure."""
+    from attnflow import plot
+    from attnflow.plot._common import plt
+
+    k = len(params["panels"])
+    cols = min(2, k)
+    rows = -(-k // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False,
+                             constrained_layout=True)
+    for i, name in enumerate(params["panels"]):
+        plot.phase_diagram_heatmap(
+            data["P"][i], data["beta"], data["t"], ax=axes.flat[i],
+            title=f"({string.ascii_lowercase[i]}) {CAPTIONS[name]}",
+            colorbar=(i % cols == cols - 1) or i == k - 1,
+        )
+    for ax in axes.flat[k:]:
+        ax.set_visible(False)
+    fig.suptitle(f"Fig. 5: (SA) with random Q, K, V, d = {params['d']}, n = {params['n']}, "
+                 f"{params['realizations']} realisations")
+    return fig
+
+
+def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
+    """Compute, plot and write ``fig5.{png,npz,json}``."""
+    from attnflow.figures._output import write_outputs
+
+    use_all_cores()
+    start = time.perf_counter()
+    data = compute(params, seed)
+    computed = time.perf_counter()
+    fig = plot_panels(data, params)
+    timings = {"compute": computed - start, "plot": time.perf_counter() - computed,
+               "panels": dict(zip(params["panels"], map(float, data["seconds"]), strict=True))}
+    return write_outputs(out, "fig5", fig, data, {**params, "seed": seed}, timings)
