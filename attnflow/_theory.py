@@ -172,8 +172,8 @@ def clustering_time(
 
     Example:
         >>> import math, attnflow.theory as th
-        >>> round(float(th.clustering_time(6.0, 32, 1e-3)), 2)  # MATH.md §9: t*(6) = 16.0
-        16.04
+        >>> round(float(th.clustering_time(6.0, 32, 1e-3)), 1)  # MATH.md §9: t*(6) = 16.0
+        16.0
         >>> round(float(th.clustering_time(0.0, 2, 0.5)), 6) == round(0.5 * math.log(3.0), 6)
         True
     """
@@ -255,7 +255,7 @@ def orthogonal_inner_product(
         >>> import jax.numpy as jnp, attnflow.theory as th
         >>> g = th.orthogonal_inner_product(jnp.array([0.0, 1.0, 20.0]), 8, 2.0)
         >>> [round(float(v), 4) for v in g]
-        [0.0, 0.1138, 0.9996]
+        [0.0, 0.2307, 1.0]
     """
     n = _check_n(n)
     _check_normalization(normalization)

@@ -83,7 +83,13 @@ reference = run(initial_tokens(jr.key(0), N_REF)).block_until_ready()
 print(f"reference run n = {N_REF}: {time.perf_counter() - start:.1f} s")
 
 sw_key = jr.key(1)  # the same projection directions for every n (common random numbers)
-sliced = jax.jit(lambda a, b: af.sliced_wasserstein(sw_key, a, b, num_projections=PROJECTIONS))
+# vmap over the repeats: the reference's projections are sorted once per call, not per repeat
+sliced = jax.jit(
+    jax.vmap(
+        lambda a, b: af.sliced_wasserstein(sw_key, a, b, num_projections=PROJECTIONS),
+        in_axes=(0, None),
+    )
+)
 
 distances = {}  # n -> (repeats, len(TS))
 for i, n in enumerate(NS):
@@ -92,8 +98,8 @@ for i, n in enumerate(NS):
     start = time.perf_counter()
     x0 = initial_batch(keys, n, MEANS)
     ys = run_batch(x0)
-    distances[n] = np.array(
-        [[float(sliced(ys[r, k], reference[k])) for k in range(len(TS))] for r in range(repeats)]
+    distances[n] = np.stack(
+        [np.asarray(sliced(ys[:, k], reference[k]), np.float64) for k in range(len(TS))], 1
     )
     print(
         f"n = {n:>6}: SW_2 at t = {TS.tolist()}: "

@@ -136,7 +136,7 @@ def in_open_hemisphere(x):
 @pytest.mark.parametrize("n, d", [(6, 3), (7, 4)])
 def test_wendel_monte_carlo(n, d):
     rng = np.random.default_rng(n * 10 + d)
-    samples = 1000
+    samples = 600
     hits = 0
     for _ in range(samples):
         x = rng.standard_normal((n, d))

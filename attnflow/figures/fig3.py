@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 PRESETS = {
-    "quick": {"ds": [2, 16], "n": 8, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 6,
-              "t_max": 30.0, "n_ts": 11, "realizations": 8, "chunk_size": 8, "beta_block": 6,
+    "quick": {"ds": [2, 16], "n": 6, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 6,
+              "t_max": 30.0, "n_ts": 9, "realizations": 8, "chunk_size": 4, "beta_block": 2,
               "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
     "default": {"ds": [32], "n": 32, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 45,
                 "t_max": 30.0, "n_ts": 100, "realizations": 128, "chunk_size": 16,

@@ -22,9 +22,9 @@ import numpy as np
 from attnflow.figures.fig3 import grids, use_all_cores
 
 PRESETS = {
-    "quick": {"panels": ["a", "b", "c", "d"], "d": 8, "n": 4, "delta": 1e-3,
-              "beta_range": [0.1, 9.0], "n_betas": 3, "t_max": 30.0, "n_ts": 6,
-              "realizations": 4, "shared_weights": False, "chunk_size": 4, "beta_block": 3,
+    "quick": {"panels": ["a", "b", "c", "d"], "d": 6, "n": 4, "delta": 1e-3,
+              "beta_range": [0.1, 9.0], "n_betas": 4, "t_max": 30.0, "n_ts": 9,
+              "realizations": 4, "shared_weights": False, "chunk_size": 4, "beta_block": 2,
               "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
     "default": {"panels": ["a", "b", "c", "d"], "d": 128, "n": 32, "delta": 1e-3,
                 "beta_range": [0.1, 9.0], "n_betas": 10, "t_max": 30.0, "n_ts": 60,
