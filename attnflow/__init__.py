@@ -8,7 +8,6 @@ interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794
 import importlib.metadata as _metadata
 
 from . import theory as theory
-
 from ._blocked import blocked_attention as blocked_attention
 from ._circle import (
     circle_angles as circle_angles,
@@ -33,11 +32,11 @@ from ._diagnostics import (
     gram as gram,
     inner_product_histogram as inner_product_histogram,
 )
+from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
 from ._ensembles import (
     FIG5_ENSEMBLES as FIG5_ENSEMBLES,
     AttentionEnsemble as AttentionEnsemble,
 )
-from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
 from ._feedforward import (
     FeedForward as FeedForward,
     TransformerBlock as TransformerBlock,
@@ -68,6 +67,7 @@ from ._landscape import (
     survey_critical_points as survey_critical_points,
     symmetric_configurations as symmetric_configurations,
 )
+from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
 from ._mean_field import (
     sliced_wasserstein as sliced_wasserstein,
     von_mises_fisher as von_mises_fisher,
@@ -88,13 +88,12 @@ from ._normalization_schemes import (
     PostLN as PostLN,
     PreLN as PreLN,
 )
-from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
-from ._piecewise import PiecewiseConstant as PiecewiseConstant
 from ._phase import (
     bartlett_tokens as bartlett_tokens,
     phase_diagram as phase_diagram,
     phase_diagram_from_tokens as phase_diagram_from_tokens,
 )
+from ._piecewise import PiecewiseConstant as PiecewiseConstant
 from ._positional import (
     PositionalAttention as PositionalAttention,
     alibi_bias as alibi_bias,
@@ -112,16 +111,16 @@ from ._random_weights import (
     StackedMultiHeadAttention as StackedMultiHeadAttention,
     random_multihead_attention as random_multihead_attention,
 )
+from ._sharding import (
+    sharded_ensemble_solve as sharded_ensemble_solve,
+    sharded_solve as sharded_solve,
+)
 from ._sinkhorn_attention import (
     SinkhornAttention as SinkhornAttention,
     SinkhornEnergy as SinkhornEnergy,
     sinkhorn_potentials as sinkhorn_potentials,
 )
 from ._solve import layers as layers, solve as solve
-from ._sharding import (
-    sharded_ensemble_solve as sharded_ensemble_solve,
-    sharded_solve as sharded_solve,
-)
 from ._sphere import (
     geodesic as geodesic,
     normalize as normalize,

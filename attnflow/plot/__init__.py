@@ -4,7 +4,6 @@ Pure functions taking arrays and an optional ``ax`` (and ``path`` to save); one 
 topic, re-exported here.
 """
 
-from ._common import clustered_fraction_curve as clustered_fraction_curve
 from ._circle import (
     hessian_kernel_curves as hessian_kernel_curves,
     tokens_on_circle as tokens_on_circle,
@@ -16,6 +15,7 @@ from ._clusters import (
     energy_staircase as energy_staircase,
     inner_product_histograms as inner_product_histograms,
 )
+from ._common import clustered_fraction_curve as clustered_fraction_curve
 from ._landscape import critical_point_spectra as critical_point_spectra
 from ._movie import available_movie_format as available_movie_format, token_movie as token_movie
 from ._phase import phase_diagram_heatmap as phase_diagram_heatmap
