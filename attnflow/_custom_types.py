@@ -13,5 +13,14 @@ Weights = Float[Array, " n"]
 
 Scalar = Real[ArrayLike, ""]
 
-__all__ = ["Array", "ArrayLike", "Float", "PRNGKeyArray", "Real", "Scalar", "Tokens",
-           "TangentVectors", "Weights"]
+__all__ = [
+    "Array",
+    "ArrayLike",
+    "Float",
+    "PRNGKeyArray",
+    "Real",
+    "Scalar",
+    "Tokens",
+    "TangentVectors",
+    "Weights",
+]

@@ -65,8 +65,9 @@ class AttentionEnsemble(eqx.Module):
 
     @property
     def value_is_identity(self) -> bool:
-        return self.value == "identity" or (self.value in ("qk", "kq")
-                                            and self.bilinear == "identity")
+        return self.value == "identity" or (
+            self.value in ("qk", "kq") and self.bilinear == "identity"
+        )
 
     def sample(
         self, key: PRNGKeyArray, d: int, dtype=None

@@ -75,8 +75,8 @@ def sinkhorn_divergence(
     epsilon=0.05,
     x_weights: Float[Array, " n"] | None = None,
     y_weights: Float[Array, " m"] | None = None,
-    threshold: float = 1e-6,
-    max_iterations: int = 2000,
+    threshold: float = 1e-4,
+    max_iterations: int = 10_000,
 ) -> Float[Array, ""]:
     r"""Debiased entropic optimal-transport cost (Sinkhorn divergence, Feydy et al. 2019):
 

@@ -24,13 +24,13 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._ensembles import AttentionEnsemble
 
-# Dormand–Prince 5(4) (scipy.integrate.RK45): nodes, stage matrix, weights, error weights and the
-# dense-output matrix P (y(t + θh) = y + h Σ_s K_s Σ_j P[s, j] θ^{j+1}).
-_C = (0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0)
+# Dormand–Prince 5(4) (scipy.integrate.RK45): stage matrix, weights, error weights and the
+# dense-output matrix P (y(t + θh) = y + h Σ_s K_s Σ_j P[s, j] θ^{j+1}). The fields here are
+# autonomous, so the nodes c_s are not needed.
 _A = (
     (),
     (1 / 5,),
@@ -46,8 +46,7 @@ _P = (
     (0.0, 0.0, 0.0, 0.0),
     (0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799),
     (0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072),
-    (0.0, 127303824393 / 49829197408, -318862633887 / 49829197408,
-     701980252875 / 199316789632),
+    (0.0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632),
     (0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844),
     (0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423),
 )
@@ -90,8 +89,11 @@ def _coords_field(Y, beta, B, V, normalization):
 
 def _count(state, form, delta):
     """Number of ordered pairs i ≠ j with ⟨x_i, x_j⟩ ≥ 1 − δ (one system)."""
-    # The Gram flow keeps diag(G) = 1 to rounding (Ġ_ii = 0 exactly), so G is used as is.
-    C = state if form == "gram" else (lambda Y: Y @ Y.T)(_unit_rows(state))
+    if form == "gram":
+        C = state  # the Gram flow keeps diag(G) = 1 to rounding (Ġ_ii = 0 exactly)
+    else:
+        Y = _unit_rows(state)
+        C = Y @ Y.T
     n = C.shape[0]
     return jnp.sum((C >= 1 - delta) & ~jnp.eye(n, dtype=bool), dtype=jnp.int32)
 
@@ -156,8 +158,10 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
         h_next = jnp.where(done, h, h_eff * growth)
         t_new = jnp.where(last, t_end, t + h_eff)
         # Dense output y(t + θh) = y + Σ_j θ^{j+1} c_j, coefficients formed once per step.
-        coeffs = [hx * sum(row[j] * k for row, k in zip(_P, ks, strict=True) if row[j] != 0)
-                  for j in range(4)]
+        coeffs = [
+            hx * sum(row[j] * k for row, k in zip(_P, ks, strict=True) if row[j] != 0)
+            for j in range(4)
+        ]
 
         def pending(ptr):
             return accept & (ptr < T) & (ts[jnp.minimum(ptr, T - 1)] <= t_new)
@@ -173,8 +177,7 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
             value = count(y + theta * poly)
             current = jnp.take_along_axis(out, index[..., None], axis=-1)[..., 0]
             new = jnp.where(todo, value, current)
-            out = jnp.put_along_axis(out, index[..., None], new[..., None], axis=-1,
-                                     inplace=False)
+            out = jnp.put_along_axis(out, index[..., None], new[..., None], axis=-1, inplace=False)
             return out, ptr + todo.astype(jnp.int32)
 
         out, ptr = jax.lax.while_loop(lambda s: jnp.any(pending(s[1])), save, (out, ptr))
@@ -195,16 +198,20 @@ def _integrate(field, count, y0, ts, rtol, atol, max_steps, full_count):
 
 def _system_fields(form, normalization):
     if form == "gram":
+
         def one(y, beta, B, V):
             return _gram_field(y, beta, normalization)
     else:
+
         def one(y, beta, B, V):
             return _coords_field(y, beta, B, V, normalization)
+
     return one
 
 
-def _solve_chunk(y0, betas, B, V, ts, delta, rtol, atol, max_steps, *, form, normalization,
-                 early_stop):
+def _solve_chunk(
+    y0, betas, B, V, ts, delta, rtol, atol, max_steps, *, form, normalization, early_stop
+):
     """Counts (len(betas), R, T) for initial states y0 (R, n, m) and every β; B, V per system
     (R, m, m), shared (m, m) or None."""
     one = _system_fields(form, normalization)
@@ -269,20 +276,17 @@ def _bartlett(key, d, n, r, batch_shape, dtype):
 
 def _reduce_to_span(x, B):
     """Coordinates of x (n, d) in an orthonormal basis U of span{x_j} and Uᵀ B U."""
-    n, d = x.shape
-    r = min(n, d)
-    U, R = jnp.linalg.qr(x.T)  # x.T = U R, U: (d, r)
-    U, R = U[:, :r], R[:r]
-    y = R.T
-    return y, (None if B is None else U.T @ B @ U)
+    U, R = jnp.linalg.qr(x.T)  # x.T = U R with U: (d, min(n, d)) orthonormal columns
+    return R.T, (None if B is None else U.T @ B @ U)
 
 
 def _check_grid(betas, ts):
     betas = np.asarray(betas, dtype=np.float64)
     ts = np.asarray(ts, dtype=np.float64)
     if betas.ndim != 1 or betas.size == 0:
-        raise ValueError(f"betas: expected a non-empty 1-d array of β values, got shape "
-                         f"{betas.shape}")
+        raise ValueError(
+            f"betas: expected a non-empty 1-d array of β values, got shape {betas.shape}"
+        )
     if not np.all(np.isfinite(betas)) or np.any(betas < 0):
         raise ValueError(f"betas: expected finite values >= 0, got {betas}")
     if ts.ndim != 1 or ts.size == 0:
@@ -298,8 +302,25 @@ def _positive_int(value, name):
     return int(value)
 
 
-def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_block, rtol, atol,
-         max_steps, progress, n, early_stop):
+def _run(
+    y0,
+    B,
+    V,
+    betas,
+    ts,
+    *,
+    form,
+    delta,
+    normalization,
+    chunk_size,
+    beta_block,
+    rtol,
+    atol,
+    max_steps,
+    progress,
+    n,
+    early_stop,
+):
     """Drive the jitted chunk solver over realisation chunks × β blocks; exact integer sums.
 
     Calls are dispatched asynchronously round-robin over ``jax.local_devices()`` (with several
@@ -315,9 +336,18 @@ def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_bl
     devices = jax.local_devices()
     if jnp.finfo(dtype).bits < 64:
         rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)  # the tightest float32 can honour
-    shared = {dev: jax.device_put((jnp.asarray(ts, dtype), jnp.asarray(delta, dtype),
-                                   jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)), dev)
-              for dev in devices}
+    shared = {
+        dev: jax.device_put(
+            (
+                jnp.asarray(ts, dtype),
+                jnp.asarray(delta, dtype),
+                jnp.asarray(rtol, dtype),
+                jnp.asarray(atol, dtype),
+            ),
+            dev,
+        )
+        for dev in devices
+    }
     counts = np.zeros((len(betas), len(ts)), np.int64)
     failed = 0
     in_flight = collections.deque()
@@ -330,8 +360,7 @@ def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_bl
         counts[cols[keep]] += out[keep][:, valid].sum(axis=1)
         bar.update(1)
 
-    bar = tqdm(total=n_chunks * n_blocks, disable=not progress, desc="phase diagram",
-               unit="chunk")
+    bar = tqdm(total=n_chunks * n_blocks, disable=not progress, desc="phase diagram", unit="chunk")
     task = 0
     for c in range(n_chunks):
         # The last chunk is padded by repeating a realisation so every call has the same
@@ -343,13 +372,21 @@ def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_bl
             keep = np.arange(b * block, (b + 1) * block) < len(betas)
             dev = devices[task % len(devices)]
             task += 1
-            inputs = jax.device_put((
-                y0[rows], jnp.asarray(betas[cols], dtype),
-                None if B is None else (B[rows] if B.ndim == 3 else B),
-                None if V is None else (V[rows] if V.ndim == 3 else V),
-            ), dev)
+            inputs = jax.device_put(
+                (
+                    y0[rows],
+                    jnp.asarray(betas[cols], dtype),
+                    None if B is None else (B[rows] if B.ndim == 3 else B),
+                    None if V is None else (V[rows] if V.ndim == 3 else V),
+                ),
+                dev,
+            )
             out, ok, _ = _solve_chunk_jit(
-                *inputs, *shared[dev], max_steps, form=form, normalization=normalization,
+                *inputs,
+                *shared[dev],
+                max_steps,
+                form=form,
+                normalization=normalization,
                 early_stop=early_stop,
             )
             in_flight.append((cols, keep, valid, out, ok))
@@ -367,7 +404,7 @@ def _run(y0, B, V, betas, ts, *, form, delta, normalization, chunk_size, beta_bl
 
 
 def phase_diagram_from_tokens(
-    x0: Float[Array, "realizations n d"],
+    x0: Float[ArrayLike, "realizations n d"],
     *,
     betas,
     ts,
@@ -377,8 +414,8 @@ def phase_diagram_from_tokens(
     K=None,
     V=None,
     reduce: bool = True,
-    chunk_size: int = 64,
-    beta_block: int = 8,
+    chunk_size: int = 16,
+    beta_block: int = 3,
     rtol: float = 1e-5,
     atol: float = 1e-7,
     max_steps: int = 2000,
@@ -413,19 +450,24 @@ def phase_diagram_from_tokens(
         ((1, 2), 0.0167, 1.0)
     """
     if normalization not in ("softmax", "n"):
-        raise ValueError(f"normalization: expected 'softmax' (SA) or 'n' (USA), got "
-                         f"{normalization!r}")
+        raise ValueError(
+            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
+        )
     x0 = jnp.asarray(x0)
     if x0.ndim != 3 or x0.shape[-1] < 2 or x0.shape[-2] < 2:
-        raise ValueError(f"x0: expected initial tokens of shape (realizations, n >= 2, d >= 2), "
-                         f"got shape {x0.shape}")
+        raise ValueError(
+            f"x0: expected initial tokens of shape (realizations, n >= 2, d >= 2), "
+            f"got shape {x0.shape}"
+        )
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"x0: expected a floating-point array, got dtype {x0.dtype}")
     norms = np.linalg.norm(np.asarray(x0, np.float64), axis=-1)
     tol = float(np.sqrt(np.finfo(x0.dtype).eps))
     if not np.all(np.abs(norms - 1) <= tol):
-        raise ValueError(f"x0: tokens must lie on the unit sphere (|x_i| = 1 to {tol:.1e}); "
-                         "project them first with attnflow.normalize")
+        raise ValueError(
+            f"x0: tokens must lie on the unit sphere (|x_i| = 1 to {tol:.1e}); "
+            "project them first with attnflow.normalize"
+        )
     R, n, d = x0.shape
     betas, ts = _check_grid(betas, ts)
     delta = _check_delta(delta)
@@ -436,8 +478,10 @@ def phase_diagram_from_tokens(
             continue
         m = jnp.asarray(m, dtype)
         if m.shape not in ((d, d), (R, d, d)):
-            raise ValueError(f"{name}: expected shape ({d}, {d}) (shared) or ({R}, {d}, {d}) "
-                             f"(one per realisation), got {m.shape}")
+            raise ValueError(
+                f"{name}: expected shape ({d}, {d}) (shared) or ({R}, {d}, {d}) "
+                f"(one per realisation), got {m.shape}"
+            )
         mats[name] = m
     if ("Q" in mats) != ("K" in mats):
         raise ValueError("Q, K: give both or neither (only B = QᵀK enters the dynamics)")
@@ -445,10 +489,17 @@ def phase_diagram_from_tokens(
     if "Q" in mats:
         B = jnp.swapaxes(mats["Q"], -1, -2) @ mats["K"]
     V = mats.get("V")
-    common = dict(delta=delta, normalization=normalization,
-                  chunk_size=_positive_int(chunk_size, "chunk_size"),
-                  beta_block=_positive_int(beta_block, "beta_block"), rtol=rtol, atol=atol,
-                  max_steps=_positive_int(max_steps, "max_steps"), progress=progress, n=n)
+    common = dict(
+        delta=delta,
+        normalization=normalization,
+        chunk_size=_positive_int(chunk_size, "chunk_size"),
+        beta_block=_positive_int(beta_block, "beta_block"),
+        rtol=rtol,
+        atol=atol,
+        max_steps=_positive_int(max_steps, "max_steps"),
+        progress=progress,
+        n=n,
+    )
     if V is None and B is None and 2 * d <= n:
         # Few dimensions: d coordinates are cheaper than the n × n Gram matrix.
         return _run(x0, None, None, betas, ts, form="coords", early_stop=True, **common)
@@ -482,8 +533,8 @@ def phase_diagram(
     normalization: Literal["softmax", "n"] = "softmax",
     ensemble: AttentionEnsemble | None = None,
     shared_weights: bool = False,
-    chunk_size: int = 64,
-    beta_block: int = 8,
+    chunk_size: int = 16,
+    beta_block: int = 3,
     rtol: float = 1e-5,
     atol: float = 1e-7,
     max_steps: int = 2000,
@@ -548,15 +599,25 @@ def phase_diagram(
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     R = _positive_int(realizations, "realizations")
     if ensemble is not None and not isinstance(ensemble, AttentionEnsemble):
-        raise ValueError(f"ensemble: expected an AttentionEnsemble or None, got "
-                         f"{type(ensemble).__name__}")
+        raise ValueError(
+            f"ensemble: expected an AttentionEnsemble or None, got {type(ensemble).__name__}"
+        )
     betas, ts = _check_grid(betas, ts)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     k_tokens, k_weights = jr.split(key)
     plain = ensemble is None or (ensemble.bilinear == "identity" and ensemble.value_is_identity)
-    common = dict(betas=betas, ts=ts, delta=delta, normalization=normalization,
-                  chunk_size=chunk_size, beta_block=beta_block, rtol=rtol, atol=atol,
-                  max_steps=max_steps, progress=progress)
+    common = dict(
+        betas=betas,
+        ts=ts,
+        delta=delta,
+        normalization=normalization,
+        chunk_size=chunk_size,
+        beta_block=beta_block,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        progress=progress,
+    )
     if plain:
         y = bartlett_tokens(k_tokens, n, d, (R,), dtype)
         return phase_diagram_from_tokens(y, **common)
@@ -568,8 +629,12 @@ def phase_diagram(
         B, V = jax.vmap(lambda k: ensemble.sample(k, d, dtype))(jr.split(k_weights, R))
     # B = QᵀK enters as Q = I, K = B; V = I is passed as None to keep the span reduction.
     return phase_diagram_from_tokens(
-        x0, Q=jnp.broadcast_to(jnp.eye(d, dtype=dtype), B.shape), K=B,
-        V=None if ensemble.value_is_identity else V, **common)
+        x0,
+        Q=jnp.broadcast_to(jnp.eye(d, dtype=dtype), B.shape),
+        K=B,
+        V=None if ensemble.value_is_identity else V,
+        **common,
+    )
 
 
 __all__ = ["phase_diagram", "phase_diagram_from_tokens", "bartlett_tokens"]

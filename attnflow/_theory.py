@@ -40,8 +40,10 @@ def _check_delta(delta):
         raise ValueError(f"delta: expected a Python/NumPy scalar in (0, 1), got {delta!r}")
     value = float(delta)
     if not 0.0 < value < 1.0:
-        raise ValueError(f"delta: expected a threshold 0 < delta < 1 (clustered means "
-                         f"<x_i, x_j> >= 1 - delta), got {value}")
+        raise ValueError(
+            f"delta: expected a threshold 0 < delta < 1 (clustered means "
+            f"<x_i, x_j> >= 1 - delta), got {value}"
+        )
     return value
 
 
@@ -58,8 +60,9 @@ def _check_nonnegative(x, name):
     """Finite and >= 0, elementwise; eqx.error_if when traced."""
     x = _float_array(x)
     if is_traced(x):
-        return eqx.error_if(x, ~jnp.all(jnp.isfinite(x) & (x >= 0)),
-                            f"{name}: expected finite values >= 0")
+        return eqx.error_if(
+            x, ~jnp.all(jnp.isfinite(x) & (x >= 0)), f"{name}: expected finite values >= 0"
+        )
     values = np.asarray(x)
     if not np.all(np.isfinite(values) & (values >= 0)):
         bad = values[~(np.isfinite(values) & (values >= 0))].ravel()[0]
@@ -141,7 +144,9 @@ def _clustering_time(beta, n, delta, normalization):
 
 
 def clustering_time(
-    beta: ArrayLike, n: int, delta: float = 1e-3,
+    beta: ArrayLike,
+    n: int,
+    delta: float = 1e-3,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""The time t*(β) at which pairwise-orthogonal tokens reach ⟨x_i, x_j⟩ = 1 − δ: the curve
@@ -227,7 +232,9 @@ _orthogonal_inner_product_jit = jax.jit(_orthogonal_inner_product, static_argnum
 
 
 def orthogonal_inner_product(
-    t: ArrayLike, n: int, beta: ArrayLike,
+    t: ArrayLike,
+    n: int,
+    beta: ArrayLike,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""γ_β(t) = ⟨x_i(t), x_j(t)⟩ (i ≠ j) for pairwise-orthogonal initial tokens, Thm 6.8.
@@ -305,7 +312,9 @@ _clustering_beta_jit = jax.jit(_clustering_beta, static_argnums=3)
 
 
 def clustering_beta(
-    t: ArrayLike, n: int, delta: float = 1e-3,
+    t: ArrayLike,
+    n: int,
+    delta: float = 1e-3,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""β*(t): the inverse of :func:`clustering_time`, i.e. the curve Γ_∞,δ as a function of t.
@@ -390,7 +399,10 @@ def cone_collapse_rate(
 
 
 def cone_collapse_bound(
-    t: ArrayLike, beta: ArrayLike, n: int, t0: ArrayLike = 0.0,
+    t: ArrayLike,
+    beta: ArrayLike,
+    n: int,
+    t0: ArrayLike = 0.0,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""Lemma 6.4's bound (6.8), corrected: for t ≥ t₀, where t₀ is a time with α(t₀) ≥ ½ and

@@ -41,8 +41,10 @@ for d, seconds in zip(data["d"], data["seconds"], strict=True):
 
 # %%
 for n in (32, 128):
-    print(f"n = {n:>3}: t*(6) = {float(theory.clustering_time(6.0, n)):.2f}, "
-          f"β*(30) = {float(theory.clustering_beta(30.0, n)):.3f}")
+    print(
+        f"n = {n:>3}: t*(6) = {float(theory.clustering_time(6.0, n)):.2f}, "
+        f"β*(30) = {float(theory.clustering_beta(30.0, n)):.3f}"
+    )
 
 # %% [markdown]
 # ## Large d: uniform tokens follow the orthogonal curve
@@ -53,9 +55,19 @@ for n in (32, 128):
 n = params["n"]
 betas = np.array([1.0, 4.0])
 ts = np.linspace(0.0, 1.6 * float(theory.clustering_time(4.0, n)), 9)
-P = np.asarray(af.phase_diagram(jr.key(1), n=n, d=4096, betas=betas, ts=ts,
-                                realizations=8, progress=False,
-                                chunk_size=params["chunk_size"], beta_block=2))
+P = np.asarray(
+    af.phase_diagram(
+        jr.key(1),
+        n=n,
+        d=4096,
+        betas=betas,
+        ts=ts,
+        realizations=8,
+        progress=False,
+        chunk_size=params["chunk_size"],
+        beta_block=2,
+    )
+)
 t_star = np.asarray(theory.clustering_time(betas, n))
 for b, row, ts_b in zip(betas, P, t_star, strict=True):
     print(f"β = {b}: t* = {ts_b:.2f};  P(t) =", np.round(row, 2))
@@ -79,5 +91,7 @@ while gamma < 1 - params["delta"]:
     t += step
     gamma = (x @ x.T)[0, 1]
 exact = float(theory.clustering_time(beta, n, params["delta"]))
-print(f"Euler (step 0.1) reaches 1 − δ at t = {t:.1f}; exact t* = {exact:.2f} "
-      f"({100 * (t / exact - 1):+.1f}%)")
+print(
+    f"Euler (step 0.1) reaches 1 − δ at t = {t:.1f}; exact t* = {exact:.2f} "
+    f"({100 * (t / exact - 1):+.1f}%)"
+)

@@ -59,6 +59,9 @@ x_target = jnp.concatenate(
 #
 # `PiecewiseConstant` holds the L layers' matrices stacked along a leading axis; piece k
 # acts on [s_{k−1}, s_k). Only Q, K, V are trained; β and the switching times stay fixed.
+# V starts near 0, i.e. the flow starts near the identity map. Starting near V = I (the
+# clustering flow) is worse: the collapse of all tokens into one cluster is a long plateau
+# for the optimiser (measured: ~130 Adam steps at a loss ratio of 2.8 before it escapes).
 
 # %%
 switch_times = jnp.linspace(0.0, T1, PIECES + 1)[1:-1]
@@ -68,7 +71,7 @@ model = af.PiecewiseConstant.from_attention(
     BETA,
     Q=eye[None] + 0.1 * jr.normal(kq, (PIECES, 3, 3)),
     K=eye[None] + 0.1 * jr.normal(kk, (PIECES, 3, 3)),
-    V=eye[None] + 0.1 * jr.normal(kv, (PIECES, 3, 3)),
+    V=0.1 * jr.normal(kv, (PIECES, 3, 3)),
     switch_times=switch_times,
 )
 trainable = eqx.tree_at(
@@ -107,7 +110,7 @@ def train_step(params, opt_state):
 x_before = transport(params)
 losses = []
 start = time.perf_counter()
-for step in range(STEPS):
+for _ in range(STEPS):
     params, opt_state, loss = train_step(params, opt_state)
     losses.append(float(loss))
 elapsed = time.perf_counter() - start
@@ -119,9 +122,16 @@ initial_loss = losses[0]
 reduction = initial_loss / final_loss
 sinkhorn = jax.jit(lambda x: af.sinkhorn_divergence(x, x_target, epsilon=0.01))
 sinkhorn_before, sinkhorn_after = float(sinkhorn(x_before)), float(sinkhorn(x_after))
-print(f"MMD² loss: {initial_loss:.3e} → {final_loss:.3e} ({reduction:.0f}× lower) in {STEPS} "
-      f"Adam steps, {elapsed:.1f} s (compile included)")
+print(
+    f"MMD² loss: {initial_loss:.3e} → {final_loss:.3e} ({reduction:.0f}× lower) in {STEPS} "
+    f"Adam steps, {elapsed:.1f} s (compile included)"
+)
 print(f"Sinkhorn divergence (ε = 0.01): {sinkhorn_before:.3e} → {sinkhorn_after:.3e}")
+# The two target caps hold N/2 tokens each; at small N an unequal split is a local minimum.
+print(
+    f"tokens sent towards +e₁ / −e₁: {int(jnp.sum(x_after[:, 0] > 0))} / "
+    f"{int(jnp.sum(x_after[:, 0] < 0))} (target {N // 2} / {N - N // 2})"
+)
 
 # %% [markdown]
 # ## Loss curve and the before/after picture

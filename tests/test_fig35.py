@@ -34,8 +34,11 @@ def test_cli_writes_files(out, name):
     assert record["figure"] == name and record["params"]["seed"] == 0
     assert record["timings_s"]["compute"] > 0 and record["versions"]["attnflow"]
     P = data["P"]
-    assert P.shape == (len(record["params"].get("ds", record["params"].get("panels"))),
-                       record["params"]["n_betas"], record["params"]["n_ts"])
+    assert P.shape == (
+        len(record["params"].get("ds", record["params"].get("panels"))),
+        record["params"]["n_betas"],
+        record["params"]["n_ts"],
+    )
     assert np.all((P >= 0) & (P <= 1))
     # Common random numbers: every β starts from the same tokens; for d ≥ 8 no pair starts
     # within δ = 1e-3 (on the circle a pair does with probability arccos(1 − δ)/π ≈ 1.4%).
@@ -48,7 +51,7 @@ def test_fig3_curve_and_small_beta_clustering(out):
     n, delta = record["params"]["n"], record["params"]["delta"]
 
     def t_star(beta):  # (6.9) integrated by quadrature, independent of attnflow.theory
-        rhs = lambda g: 2 * (1 - g) * (1 + (n - 1) * g) / (np.exp(beta * (1 - g)) + n - 1)  # noqa: E731
+        rhs = lambda g: 2 * (1 - g) * (1 + (n - 1) * g) / (np.exp(beta * (1 - g)) + n - 1)
         return quad(lambda g: 1 / rhs(g), 0, 1 - delta, epsrel=1e-12)[0]
 
     for k in (0, 150, 399):

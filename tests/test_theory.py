@@ -18,8 +18,13 @@ BETAS = np.array([0.0, 1e-6, 0.3, 2.0, 9.0, 30.0, 60.0])
 def rhs_69(g, n, beta, normalization):
     """(6.9) (SA) and (6.10) (USA), typed from MATH.md §4."""
     if normalization == "softmax":
-        return 2 * np.exp(beta * g) * (1 - g) * ((n - 1) * g + 1) / (np.exp(beta)
-                                                                      + (n - 1) * np.exp(beta * g))
+        return (
+            2
+            * np.exp(beta * g)
+            * (1 - g)
+            * ((n - 1) * g + 1)
+            / (np.exp(beta) + (n - 1) * np.exp(beta * g))
+        )
     return 2 / n * np.exp(beta * g) * (1 - g) * ((n - 1) * g + 1)
 
 
@@ -28,8 +33,14 @@ def rhs_69_t(t, g, n, beta, normalization):
 
 
 def quad_time(beta, n, delta, normalization):
-    value, _ = quad(lambda g: 1 / rhs_69(g, n, beta, normalization), 0, 1 - delta,
-                    epsabs=0, epsrel=1e-13, limit=200)
+    value, _ = quad(
+        lambda g: 1 / rhs_69(g, n, beta, normalization),
+        0,
+        1 - delta,
+        epsabs=0,
+        epsrel=1e-13,
+        limit=200,
+    )
     return value
 
 
@@ -51,8 +62,7 @@ def test_clustering_time_paper_values_and_asymptotics():
     # β = 0: ½ ln(m/δ), m = n − (n−1)δ, for both models.
     for norm in ("softmax", "n"):
         expected = 0.5 * math.log((32 - 31e-3) / 1e-3)
-        assert math.isclose(float(th.clustering_time(0.0, 32, 1e-3, norm)), expected,
-                            rel_tol=1e-14)
+        assert math.isclose(float(th.clustering_time(0.0, 32, 1e-3, norm)), expected, rel_tol=1e-14)
 
 
 def test_clustering_time_monotone_and_float32():
@@ -71,8 +81,16 @@ def test_clustering_time_monotone_and_float32():
 def test_orthogonal_inner_product_matches_ode(normalization):
     ts = np.linspace(0.0, 30.0, 31)
     for n, beta in ((4, 0.0), (4, 2.0), (32, 6.0), (8, 12.0)):
-        sol = solve_ivp(rhs_69_t, (0, 30), [0.0], args=(n, beta, normalization),
-                        t_eval=ts, rtol=1e-13, atol=1e-14, method="DOP853")
+        sol = solve_ivp(
+            rhs_69_t,
+            (0, 30),
+            [0.0],
+            args=(n, beta, normalization),
+            t_eval=ts,
+            rtol=1e-13,
+            atol=1e-14,
+            method="DOP853",
+        )
         ours = np.asarray(th.orthogonal_inner_product(ts, n, beta, normalization))
         np.testing.assert_allclose(ours, sol.y[0], atol=1e-10)
 
@@ -84,8 +102,15 @@ def test_orthogonal_inner_product_matches_particles(normalization):
     rng = np.random.default_rng(0)
     x0 = np.linalg.qr(rng.standard_normal((d, d)))[0][:n]  # n orthonormal rows, rotated
     ts = np.linspace(0.0, 6.0, 13)
-    sol = solve_ivp(lambda t, y: particle_rhs(y, n, d, beta, normalization), (0, 6),
-                    x0.ravel(), t_eval=ts, rtol=1e-12, atol=1e-13, method="DOP853")
+    sol = solve_ivp(
+        lambda t, y: particle_rhs(y, n, d, beta, normalization),
+        (0, 6),
+        x0.ravel(),
+        t_eval=ts,
+        rtol=1e-12,
+        atol=1e-13,
+        method="DOP853",
+    )
     xs = sol.y.T.reshape(-1, n, d)
     xs /= np.linalg.norm(xs, axis=2, keepdims=True)
     off = np.einsum("tid,tjd->tij", xs, xs)[:, ~np.eye(n, dtype=bool)]
@@ -95,12 +120,14 @@ def test_orthogonal_inner_product_matches_particles(normalization):
 
 def test_beta0_closed_form():
     ts = np.linspace(0.0, 5.0, 11)
-    np.testing.assert_allclose(np.asarray(th.orthogonal_inner_product_beta0(ts, 2)),
-                               np.tanh(ts), atol=1e-15)
+    np.testing.assert_allclose(
+        np.asarray(th.orthogonal_inner_product_beta0(ts, 2)), np.tanh(ts), atol=1e-15
+    )
     # The bisection branch near β = 0 joins the closed form continuously.
     near = np.asarray(th.orthogonal_inner_product(ts, 7, 1e-9))
-    np.testing.assert_allclose(near, np.asarray(th.orthogonal_inner_product_beta0(ts, 7)),
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        near, np.asarray(th.orthogonal_inner_product_beta0(ts, 7)), atol=1e-8
+    )
     assert float(th.orthogonal_inner_product_beta0(1e4, 3)) == 1.0
 
 
@@ -112,8 +139,7 @@ def test_gamma_hits_threshold_at_clustering_time():
 
 def test_clustering_beta_inverts_quadrature():
     for t in (6.0, 16.0, 30.0):
-        ref = brentq(lambda b, t=t: quad_time(b, 32, 1e-3, "softmax") - t, 0.0, 20.0,
-                     xtol=1e-13)
+        ref = brentq(lambda b, t=t: quad_time(b, 32, 1e-3, "softmax") - t, 0.0, 20.0, xtol=1e-13)
         assert abs(float(th.clustering_beta(t, 32)) - ref) < 1e-9
     out = np.asarray(th.clustering_beta(jnp.array([1.0, 5.0]), 32))
     assert np.isnan(out[0]) and np.isnan(out[1])  # t < t*(0) = 5.18: nothing clusters
@@ -128,8 +154,9 @@ def in_open_hemisphere(x):
     c = np.zeros(d + 1)
     c[-1] = -1.0
     a_ub = np.hstack([-x, np.ones((n, 1))])
-    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(n), bounds=[(-1, 1)] * d + [(None, 1)],
-                  method="highs")
+    res = linprog(
+        c, A_ub=a_ub, b_ub=np.zeros(n), bounds=[(-1, 1)] * d + [(None, 1)], method="highs"
+    )
     return -res.fun > 1e-9
 
 
@@ -195,8 +222,14 @@ def test_cone_collapse_bound_holds_along_a_trajectory():
     x /= np.linalg.norm(x, axis=1, keepdims=True)
 
     ts = np.linspace(0, 60, 601)
-    sol = solve_ivp(lambda t, y: particle_rhs(y, n, d, beta, "softmax"), (0, 60), x.ravel(),
-                    t_eval=ts, rtol=1e-11, atol=1e-12)
+    sol = solve_ivp(
+        lambda t, y: particle_rhs(y, n, d, beta, "softmax"),
+        (0, 60),
+        x.ravel(),
+        t_eval=ts,
+        rtol=1e-11,
+        atol=1e-12,
+    )
     traj = sol.y.T.reshape(-1, n, d)
     traj /= np.linalg.norm(traj, axis=2, keepdims=True)
     x_star = traj[-1].mean(axis=0)
@@ -207,7 +240,8 @@ def test_cone_collapse_bound_holds_along_a_trajectory():
     bound = np.asarray(th.cone_collapse_bound(ts[after], beta, n, t0))
     assert np.all(1 - alpha[after] <= bound + 1e-12)
     assert float(th.cone_collapse_rate(beta, n, "n")) == pytest.approx(
-        float(th.cone_collapse_rate(beta, n)) * math.exp(beta), rel=1e-14)
+        float(th.cone_collapse_rate(beta, n)) * math.exp(beta), rel=1e-14
+    )
 
 
 def test_bad_inputs():

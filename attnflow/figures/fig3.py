@@ -22,15 +22,51 @@ import time
 import numpy as np
 
 PRESETS = {
-    "quick": {"ds": [2, 16], "n": 6, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 6,
-              "t_max": 30.0, "n_ts": 9, "realizations": 8, "chunk_size": 4, "beta_block": 2,
-              "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
-    "default": {"ds": [32], "n": 32, "delta": 1e-3, "beta_range": [0.1, 9.0], "n_betas": 45,
-                "t_max": 30.0, "n_ts": 100, "realizations": 128, "chunk_size": 16,
-                "beta_block": 5, "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
-    "full": {"ds": [2, 8, 32, 128, 512, 1024], "n": 32, "delta": 1e-3, "beta_range": [0.1, 9.0],
-             "n_betas": 90, "t_max": 30.0, "n_ts": 200, "realizations": 1024, "chunk_size": 16,
-             "beta_block": 5, "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+    "quick": {
+        "ds": [2, 16],
+        "n": 6,
+        "delta": 1e-3,
+        "beta_range": [0.1, 9.0],
+        "n_betas": 6,
+        "t_max": 30.0,
+        "n_ts": 9,
+        "realizations": 8,
+        "chunk_size": 4,
+        "beta_block": 2,
+        "rtol": 1e-5,
+        "atol": 1e-7,
+        "dtype": "float64",
+    },
+    "default": {
+        "ds": [32],
+        "n": 32,
+        "delta": 1e-3,
+        "beta_range": [0.1, 9.0],
+        "n_betas": 45,
+        "t_max": 30.0,
+        "n_ts": 100,
+        "realizations": 256,
+        "chunk_size": 16,
+        "beta_block": 5,
+        "rtol": 1e-5,
+        "atol": 1e-7,
+        "dtype": "float64",
+    },
+    "full": {
+        "ds": [2, 8, 32, 128, 512, 1024],
+        "n": 32,
+        "delta": 1e-3,
+        "beta_range": [0.1, 9.0],
+        "n_betas": 90,
+        "t_max": 30.0,
+        "n_ts": 200,
+        "realizations": 1024,
+        "chunk_size": 16,
+        "beta_block": 5,
+        "rtol": 1e-5,
+        "atol": 1e-7,
+        "dtype": "float64",
+    },
 }
 
 
@@ -72,17 +108,32 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
     for d in params["ds"]:
         start = time.perf_counter()
         P = af.phase_diagram(
-            jr.fold_in(jr.key(seed), d), n=params["n"], d=d, betas=betas, ts=ts,
-            realizations=params["realizations"], delta=params["delta"],
-            chunk_size=params["chunk_size"], beta_block=params["beta_block"],
-            rtol=params["rtol"], atol=params["atol"], dtype=jnp.dtype(params["dtype"]),
+            jr.fold_in(jr.key(seed), d),
+            n=params["n"],
+            d=d,
+            betas=betas,
+            ts=ts,
+            realizations=params["realizations"],
+            delta=params["delta"],
+            chunk_size=params["chunk_size"],
+            beta_block=params["beta_block"],
+            rtol=params["rtol"],
+            atol=params["atol"],
+            dtype=jnp.dtype(params["dtype"]),
             progress=progress,
         )
         panels.append(np.asarray(P))
         seconds.append(time.perf_counter() - start)
     curve_t, curve_beta = curve(params)
-    return {"P": np.stack(panels), "beta": betas, "t": ts, "d": np.asarray(params["ds"]),
-            "curve_t": curve_t, "curve_beta": curve_beta, "seconds": np.asarray(seconds)}
+    return {
+        "P": np.stack(panels),
+        "beta": betas,
+        "t": ts,
+        "d": np.asarray(params["ds"]),
+        "curve_t": curve_t,
+        "curve_beta": curve_beta,
+        "seconds": np.asarray(seconds),
+    }
 
 
 def plot_panels(data: dict, params: dict):
@@ -93,19 +144,26 @@ def plot_panels(data: dict, params: dict):
     k = len(data["d"])
     cols = min(3, k)
     rows = -(-k // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False, constrained_layout=True
+    )
     for i, d in enumerate(data["d"]):
         ax = axes.flat[i]
         plot.phase_diagram_heatmap(
-            data["P"][i], data["beta"], data["t"], curve=(data["curve_t"], data["curve_beta"]),
-            ax=ax, title=f"({string.ascii_lowercase[i]}) d = {int(d)}",
+            data["P"][i],
+            data["beta"],
+            data["t"],
+            curve=(data["curve_t"], data["curve_beta"]),
+            ax=ax,
+            title=f"({string.ascii_lowercase[i]}) d = {int(d)}",
             colorbar=(i % cols == cols - 1) or i == k - 1,
         )
     for ax in axes.flat[k:]:
         ax.set_visible(False)
-    fig.suptitle(f"Fig. 3: (SA), n = {params['n']}, δ = {params['delta']:g}, "
-                 f"{params['realizations']} realisations; black: exact Γ∞,δ for n = {params['n']}")
+    fig.suptitle(
+        f"Fig. 3 (SA): n = {params['n']}, δ = {params['delta']:g}, "
+        f"{params['realizations']} realisations; black: exact Γ∞,δ"
+    )
     return fig
 
 
@@ -118,7 +176,9 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     data = compute(params, seed)
     computed = time.perf_counter()
     fig = plot_panels(data, params)
-    timings = {"compute": computed - start, "plot": time.perf_counter() - computed,
-               "panels": {str(int(d)): float(s) for d, s in zip(data["d"], data["seconds"],
-                                                                 strict=True)}}
+    timings = {
+        "compute": computed - start,
+        "plot": time.perf_counter() - computed,
+        "panels": {str(int(d)): float(s) for d, s in zip(data["d"], data["seconds"], strict=True)},
+    }
     return write_outputs(out, "fig3", fig, data, {**params, "seed": seed}, timings)

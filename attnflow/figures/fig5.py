@@ -22,18 +22,57 @@ import numpy as np
 from attnflow.figures.fig3 import grids, use_all_cores
 
 PRESETS = {
-    "quick": {"panels": ["a", "b", "c", "d"], "d": 6, "n": 4, "delta": 1e-3,
-              "beta_range": [0.1, 9.0], "n_betas": 4, "t_max": 30.0, "n_ts": 9,
-              "realizations": 4, "shared_weights": False, "chunk_size": 4, "beta_block": 2,
-              "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
-    "default": {"panels": ["a", "b", "c", "d"], "d": 128, "n": 32, "delta": 1e-3,
-                "beta_range": [0.1, 9.0], "n_betas": 10, "t_max": 30.0, "n_ts": 60,
-                "realizations": 8, "shared_weights": False, "chunk_size": 8, "beta_block": 5,
-                "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
-    "full": {"panels": ["a", "b", "c", "d"], "d": 128, "n": 32, "delta": 1e-3,
-             "beta_range": [0.1, 9.0], "n_betas": 90, "t_max": 30.0, "n_ts": 200,
-             "realizations": 1024, "shared_weights": False, "chunk_size": 8, "beta_block": 5,
-             "rtol": 1e-5, "atol": 1e-7, "dtype": "float64"},
+    "quick": {
+        "panels": ["a", "b", "c", "d"],
+        "d": 6,
+        "n": 4,
+        "delta": 1e-3,
+        "beta_range": [0.1, 9.0],
+        "n_betas": 4,
+        "t_max": 30.0,
+        "n_ts": 9,
+        "realizations": 4,
+        "shared_weights": False,
+        "chunk_size": 4,
+        "beta_block": 2,
+        "rtol": 1e-5,
+        "atol": 1e-7,
+        "dtype": "float64",
+    },
+    "default": {
+        "panels": ["a", "b", "c", "d"],
+        "d": 128,
+        "n": 32,
+        "delta": 1e-3,
+        "beta_range": [0.1, 9.0],
+        "n_betas": 10,
+        "t_max": 30.0,
+        "n_ts": 60,
+        "realizations": 8,
+        "shared_weights": False,
+        "chunk_size": 8,
+        "beta_block": 5,
+        "rtol": 1e-5,
+        "atol": 1e-7,
+        "dtype": "float64",
+    },
+    "full": {
+        "panels": ["a", "b", "c", "d"],
+        "d": 128,
+        "n": 32,
+        "delta": 1e-3,
+        "beta_range": [0.1, 9.0],
+        "n_betas": 90,
+        "t_max": 30.0,
+        "n_ts": 200,
+        "realizations": 1024,
+        "shared_weights": False,
+        "chunk_size": 8,
+        "beta_block": 5,
+        "rtol": 1e-5,
+        "atol": 1e-7,
+        "dtype": "float64",
+    },
 }
 
 CAPTIONS = {
@@ -56,11 +95,20 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
     for i, name in enumerate(params["panels"]):
         start = time.perf_counter()
         P = af.phase_diagram(
-            jr.fold_in(jr.key(seed), i), n=params["n"], d=params["d"], betas=betas, ts=ts,
-            realizations=params["realizations"], delta=params["delta"],
-            ensemble=af.FIG5_ENSEMBLES[name], shared_weights=params["shared_weights"],
-            chunk_size=params["chunk_size"], beta_block=params["beta_block"],
-            rtol=params["rtol"], atol=params["atol"], dtype=jnp.dtype(params["dtype"]),
+            jr.fold_in(jr.key(seed), i),
+            n=params["n"],
+            d=params["d"],
+            betas=betas,
+            ts=ts,
+            realizations=params["realizations"],
+            delta=params["delta"],
+            ensemble=af.FIG5_ENSEMBLES[name],
+            shared_weights=params["shared_weights"],
+            chunk_size=params["chunk_size"],
+            beta_block=params["beta_block"],
+            rtol=params["rtol"],
+            atol=params["atol"],
+            dtype=jnp.dtype(params["dtype"]),
             progress=progress,
         )
         panels.append(np.asarray(P))
@@ -76,18 +124,24 @@ def plot_panels(data: dict, params: dict):
     k = len(params["panels"])
     cols = min(2, k)
     rows = -(-k // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False, constrained_layout=True
+    )
     for i, name in enumerate(params["panels"]):
         plot.phase_diagram_heatmap(
-            data["P"][i], data["beta"], data["t"], ax=axes.flat[i],
+            data["P"][i],
+            data["beta"],
+            data["t"],
+            ax=axes.flat[i],
             title=f"({string.ascii_lowercase[i]}) {CAPTIONS[name]}",
             colorbar=(i % cols == cols - 1) or i == k - 1,
         )
     for ax in axes.flat[k:]:
         ax.set_visible(False)
-    fig.suptitle(f"Fig. 5: (SA) with random Q, K, V, d = {params['d']}, n = {params['n']}, "
-                 f"{params['realizations']} realisations")
+    fig.suptitle(
+        f"Fig. 5: (SA) with random Q, K, V, d = {params['d']}, n = {params['n']}, "
+        f"{params['realizations']} realisations"
+    )
     return fig
 
 
@@ -100,6 +154,9 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     data = compute(params, seed)
     computed = time.perf_counter()
     fig = plot_panels(data, params)
-    timings = {"compute": computed - start, "plot": time.perf_counter() - computed,
-               "panels": dict(zip(params["panels"], map(float, data["seconds"]), strict=True))}
+    timings = {
+        "compute": computed - start,
+        "plot": time.perf_counter() - computed,
+        "panels": dict(zip(params["panels"], map(float, data["seconds"]), strict=True)),
+    }
     return write_outputs(out, "fig5", fig, data, {**params, "seed": seed}, timings)

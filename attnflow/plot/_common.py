@@ -16,7 +16,7 @@ def finish(fig, path):
 
 def clustered_fraction_curve(ts, fractions, *, ax=None, path=None, title=None):
     """Plot the clustered fraction against time; returns the axes."""
-    fig, ax = (plt.subplots(figsize=(5, 3.2)) if ax is None else (ax.figure, ax))
+    fig, ax = plt.subplots(figsize=(5, 3.2)) if ax is None else (ax.figure, ax)
     ax.plot(ts, fractions, lw=2)
     ax.set(xlabel="t (layers)", ylabel="clustered fraction", ylim=(-0.02, 1.02), title=title)
     ax.grid(alpha=0.3)

@@ -6,7 +6,15 @@ from ._common import finish, plt
 
 
 def phase_diagram_heatmap(
-    P, betas, ts, *, curve=None, ax=None, path=None, title=None, colorbar=True,
+    P,
+    betas,
+    ts,
+    *,
+    curve=None,
+    ax=None,
+    path=None,
+    title=None,
+    colorbar=True,
     curve_label=r"$\Gamma_{\infty,\delta}$",
 ):
     r"""Heatmap of P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) over (t, β) in the paper's colours (RdBu_r: red
@@ -36,17 +44,24 @@ def phase_diagram_heatmap(
     betas = np.asarray(betas, dtype=float)
     ts = np.asarray(ts, dtype=float)
     if P.shape != (betas.size, ts.size):
-        raise ValueError(f"P: expected shape (len(betas), len(ts)) = ({betas.size}, {ts.size}), "
-                         f"got {P.shape}")
+        raise ValueError(
+            f"P: expected shape (len(betas), len(ts)) = ({betas.size}, {ts.size}), got {P.shape}"
+        )
     fig, ax = plt.subplots(figsize=(5, 3.6)) if ax is None else (ax.figure, ax)
-    mesh = ax.pcolormesh(ts, betas, P, cmap="RdBu_r", vmin=0.0, vmax=1.0, shading="nearest",
-                         rasterized=True)
+    mesh = ax.pcolormesh(
+        ts, betas, P, cmap="RdBu_r", vmin=0.0, vmax=1.0, shading="nearest", rasterized=True
+    )
     if curve is not None:
         t_curve, beta_curve = (np.asarray(c, dtype=float) for c in curve)
         ax.plot(t_curve, beta_curve, color="k", lw=1.6, label=curve_label)
         ax.legend(loc="upper right", fontsize=8, framealpha=0.8)
-    ax.set(xlim=(ts.min(), ts.max()), ylim=(betas.min(), betas.max()), xlabel="t",
-           ylabel=r"$\beta$", title=title)
+    ax.set(
+        xlim=(ts.min(), ts.max()),
+        ylim=(betas.min(), betas.max()),
+        xlabel="t",
+        ylabel=r"$\beta$",
+        title=title,
+    )
     if colorbar:
         fig.colorbar(mesh, ax=ax, label=r"P($\langle x_1, x_2\rangle \geq 1-\delta$)")
     finish(fig, path)

@@ -1,0 +1,208 @@
+"""One panel of Fig. 3 (n = 32, d = 32, 90 β in [0.1, 9], t in [0, 30], 200 save times, 1024
+realisations): attnflow.phase_diagram_from_tokens against the NumPy explicit-Euler scheme of the
+authors (step 0.1, float64, vectorised over realisations), on the same initial tokens, each
+checked against a tight reference.
+
+Timing is done on a documented fraction and extrapolated linearly:
+- NumPy Euler costs the same for every β (300 fixed steps): it is timed on ``--numpy-betas``
+  values of β and multiplied up to 90;
+- attnflow's cost depends on β (adaptive steps, early stop of collapsed systems): it is timed on
+  every ``--beta-stride``-th β of the grid (a representative sample) and multiplied by the stride.
+Accuracy: both methods on the first ``--accuracy-realizations`` systems of that β sample against
+attnflow at rtol = 1e-10 (itself checked against per-system diffrax Tsit5 solves at rtol = 1e-10).
+
+Run: ``python benchmarks/phase_diagram.py`` (a few minutes on 2 shared cores);
+``--quick`` for a smoke test.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_num_cpu_devices", max(1, os.cpu_count() or 1))
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import attnflow as af  # noqa: E402
+
+N, D, DELTA = 32, 32, 1e-3
+BETAS = np.linspace(0.1, 9.0, 90)
+TS = np.linspace(0.0, 30.0, 200)
+
+
+def numpy_euler(x0, beta, ts, step=0.1, delta=DELTA):
+    """The authors' scheme: x ← normalize(x + step Σ_j a_ij x_j), statistics at checkpoints
+    (first step with t ≥ checkpoint), vectorised over realisations. Returns P (len(ts),)."""
+    x = x0.copy()
+    n = x.shape[1]
+    off = ~np.eye(n, dtype=bool)
+    out = np.empty(len(ts))
+    t, k = 0.0, 0
+    while k < len(ts) and ts[k] <= 0:
+        out[k] = np.mean((x @ x.transpose(0, 2, 1))[:, off] >= 1 - delta)
+        k += 1
+    while k < len(ts):
+        logits = beta * (x @ x.transpose(0, 2, 1))
+        logits -= logits.max(axis=-1, keepdims=True)
+        np.exp(logits, out=logits)
+        logits /= logits.sum(axis=-1, keepdims=True)
+        y = x + step * (logits @ x)
+        x = y / np.linalg.norm(y, axis=-1, keepdims=True)
+        t += step
+        if t >= ts[k]:
+            value = np.mean((x @ x.transpose(0, 2, 1))[:, off] >= 1 - delta)
+            while k < len(ts) and t >= ts[k]:
+                out[k] = value
+                k += 1
+    return out
+
+
+def timed(fn, repeats):
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return result, statistics.median(walls), statistics.median(cpus)
+
+
+def attnflow_run(x0, betas, dtype, rtol, atol, chunk_size=16, beta_block=3):
+    x = jnp.asarray(x0, dtype)
+
+    def run():
+        return np.asarray(
+            af.phase_diagram_from_tokens(
+                x,
+                betas=betas,
+                ts=TS,
+                rtol=rtol,
+                atol=atol,
+                chunk_size=chunk_size,
+                beta_block=beta_block,
+                max_steps=100_000,
+            ).block_until_ready()
+        )
+
+    return run
+
+
+def diffrax_fraction(x0, beta):
+    sol = af.solve(
+        af.SelfAttention(beta),
+        jnp.asarray(x0),
+        float(TS[-1]),
+        ts=jnp.asarray(TS),
+        rtol=1e-10,
+        atol=1e-12,
+        max_steps=200_000,
+    )
+    return np.asarray(jax.vmap(lambda x: af.clustered_fraction(x, DELTA))(sol.ys))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--realizations", type=int, default=1024)
+    parser.add_argument("--beta-stride", type=int, default=10)
+    parser.add_argument("--numpy-betas", type=int, default=3)
+    parser.add_argument("--accuracy-realizations", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="tiny smoke test")
+    args = parser.parse_args()
+    if args.quick:
+        args.realizations, args.beta_stride, args.numpy_betas = 32, 30, 1
+        args.accuracy_realizations, args.repeats = 8, 1
+
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((args.realizations, N, D))
+    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
+    sample = BETAS[:: args.beta_stride]
+    scale = len(BETAS) / len(sample)
+    print(
+        f"devices: {jax.local_device_count()} × {jax.devices()[0].platform}; "
+        f"realisations {args.realizations}; β sample {np.round(sample, 2).tolist()}"
+    )
+
+    # Compile first (one chunk shape per configuration), then time.
+    configs = {
+        "attnflow f64, rtol 1e-5": (jnp.float64, 1e-5, 1e-7),
+        "attnflow f64, rtol 1e-4": (jnp.float64, 1e-4, 1e-6),
+        "attnflow f32, rtol 1e-5": (jnp.float32, 1e-5, 1e-6),
+    }
+    for dtype, rtol, atol in configs.values():
+        # one chunk per device: each CPU device compiles its own executable
+        attnflow_run(x0[: 16 * jax.local_device_count()], sample[:3], dtype, rtol, atol)()
+    rows = {}
+    for name, (dtype, rtol, atol) in configs.items():
+        _, wall, cpu = timed(attnflow_run(x0, sample, dtype, rtol, atol), args.repeats)
+        rows[name] = (wall * scale, cpu * scale)
+        print(f"{name}: sample {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
+
+    numpy_betas = BETAS[np.linspace(0, len(BETAS) - 1, args.numpy_betas).astype(int)]
+    walls, cpus = [], []
+    for beta in numpy_betas:
+        _, wall, cpu = timed(lambda b=beta: numpy_euler(x0, b, TS), 1)
+        walls.append(wall)
+        cpus.append(cpu)
+        print(f"numpy Euler β = {beta:.2f}: {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
+    rows["NumPy Euler, step 0.1"] = (
+        statistics.median(walls) * len(BETAS),
+        statistics.median(cpus) * len(BETAS),
+    )
+
+    # Accuracy on the first realisations of the β sample.
+    acc = x0[: args.accuracy_realizations]
+    ref = attnflow_run(acc, sample, jnp.float64, 1e-10, 1e-12)()
+    check = min(4, len(acc))
+    diffrax_ref = np.array(
+        [np.mean([diffrax_fraction(x, b) for x in acc[:check]], axis=0) for b in sample]
+    )
+    ours_small = attnflow_run(acc[:check], sample, jnp.float64, 1e-10, 1e-12)()
+    reference_gap = np.abs(diffrax_ref - ours_small).max()
+    errors = {name: attnflow_run(acc, sample, *cfg)() - ref for name, cfg in configs.items()}
+    errors["NumPy Euler, step 0.1"] = np.stack([numpy_euler(acc, b, TS) for b in sample]) - ref
+
+    # Fig. 3 at paper resolution: d = 2 and 8 run in d coordinates, d ≥ 32 in Gram form (the
+    # same cost for every d ≥ n: checked on d = 1024 below).
+    panel = {}
+    for d in (2, 8, 1024):
+        y = af.bartlett_tokens(jax.random.key(d), N, d, (args.realizations,))
+        run = attnflow_run(y, sample, jnp.float64, 1e-5, 1e-7)
+        run()
+        _, wall, cpu = timed(run, 1)
+        panel[d] = (wall * scale, cpu * scale)
+        print(f"panel d = {d}: {wall * scale:.0f} s wall, {cpu * scale:.0f} s cpu (extrapolated)")
+    panel[32] = rows["attnflow f64, rtol 1e-5"]
+    six = [panel[2][k] + panel[8][k] + 4 * panel[32][k] for k in (0, 1)]
+
+    base_wall, base_cpu = rows["NumPy Euler, step 0.1"]
+    print(
+        "\n| method (one Fig. 3 panel, d = 32) | wall (s) | cpu (s) | speed-up (wall) "
+        "| speed-up (cpu) | max abs error in P | mean abs error in P |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, (wall, cpu) in rows.items():
+        err = np.abs(errors[name])
+        print(
+            f"| {name} | {wall:.0f} | {cpu:.0f} | {base_wall / wall:.1f}× | "
+            f"{base_cpu / cpu:.1f}× | {err.max():.4f} | {err.mean():.1e} |"
+        )
+    print(
+        f"\nReference (attnflow, rtol 1e-10) vs per-system diffrax Tsit5 (rtol 1e-10) on "
+        f"{check} realisations: max |ΔP| = {reference_gap:.2e}"
+    )
+    print(
+        f"Full six-panel Fig. 3 (90 β × 200 t × {args.realizations} realisations, f64, "
+        f"rtol 1e-5), extrapolated: {six[0]:.0f} s wall, {six[1]:.0f} s cpu "
+        f"(d = 2: {panel[2][0]:.0f} s, d = 8: {panel[8][0]:.0f} s, d = 32: {panel[32][0]:.0f} s, "
+        f"d = 1024: {panel[1024][0]:.0f} s wall)"
+    )
+
+
+if __name__ == "__main__":
+    main()
