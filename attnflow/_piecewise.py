@@ -52,6 +52,15 @@ class PiecewiseConstant(AbstractField):
     controller to step exactly to each discontinuity (diffrax ``jump_ts``), which keeps the
     solver's error estimate honest across switches.
 
+    **Which piece owns a switch time.** Piece k owns [s_{k-1}, s_k): at t = s_k exactly the new
+    piece applies. t and s_k are compared after rounding both to the *coarser* of their two
+    dtypes, so a float64 layer time 0.1 meets float32 switch times at float32's 0.1 instead of
+    falling an ulp short of it (which made :func:`attnflow.layers` repeat a piece);
+    :attr:`jump_times` are the matching discontinuities in the default float dtype. A switch
+    meant to land on a layer boundary of ``layers(f, x0, L, h, t0=t0)`` should be computed as
+    ``t0 + k * h`` (as ``layers`` computes its times), or use :meth:`piece` with the index
+    directly where it is known.
+
     Args:
         field: the stacked field (leading axis L on every array leaf).
         switch_times: (L − 1,) strictly increasing times; empty for a single piece.
@@ -100,12 +109,43 @@ class PiecewiseConstant(AbstractField):
 
     @property
     def jump_times(self) -> Float[Array, " switches"]:
-        """The switching times, where the field is discontinuous in t (diffrax ``jump_ts``)."""
-        return self.switch_times
+        """The switching times, where the field is discontinuous in t (diffrax ``jump_ts``).
+
+        In the default float dtype: the earliest time that :meth:`piece_index` puts in the next
+        piece. That is s_k itself unless the switching times are coarser (float32 under x64),
+        where it is the lower rounding boundary of s_k, so that the solver's steps to just
+        before and just after each jump see the old and the new piece.
+        """
+        s = self.switch_times
+        wide = jnp.promote_types(s.dtype, jnp.result_type(float))
+        if wide == s.dtype:
+            return s
+        below = jnp.nextafter(s, jnp.asarray(-jnp.inf, s.dtype)).astype(wide)
+        # Exact in the wider dtype; ties round to even, so step past a midpoint that rounds down.
+        midpoint = (below + s.astype(wide)) / 2
+        return jnp.where(
+            midpoint.astype(s.dtype) >= s,
+            midpoint,
+            jnp.nextafter(midpoint, jnp.asarray(jnp.inf, wide)),
+        )
 
     def piece_index(self, t) -> Int[Array, ""]:
-        """k such that s_{k-1} ≤ t < s_k (right-continuous: at t = s_k the new piece applies)."""
-        return jnp.searchsorted(self.switch_times, jnp.asarray(t), side="right")
+        """k such that s_{k-1} ≤ t < s_k (right-continuous: at t = s_k the new piece applies),
+        compared in the coarser of the dtypes of t and of the switching times.
+
+        Example:
+            >>> import jax.numpy as jnp, attnflow as af
+            >>> f = af.PiecewiseConstant.from_attention(
+            ...     1.0, V=jnp.ones((2, 3, 3)), switch_times=jnp.array([0.1], jnp.float32))
+            >>> [int(f.piece_index(jnp.asarray(t, jnp.float64))) for t in (0.0, 0.1, 0.2)]
+            [0, 1, 1]
+        """
+        t = jnp.asarray(t)
+        switch_times = self.switch_times
+        dtype = switch_times.dtype
+        if jnp.issubdtype(t.dtype, jnp.floating) and jnp.finfo(t.dtype).eps > jnp.finfo(dtype).eps:
+            dtype = t.dtype
+        return jnp.searchsorted(switch_times.astype(dtype), t.astype(dtype), side="right")
 
     def piece(self, k) -> AbstractField:
         """Piece k as an ordinary (unstacked) field; ``k`` may be traced."""

@@ -50,6 +50,24 @@ def _check_iterations(iterations, tolerance):
         )
 
 
+def _sweep_v(logits, log_w, u):
+    """The column update: v_j = −logsumexp_i(L_ij + log w_i + u_i) makes the columns exact."""
+    return -jax.nn.logsumexp(logits + (log_w + u)[:, None], axis=0)
+
+
+def _row_error(logits, log_w, u, v):
+    """max_i |Σ_j A_ij − 1| for A_ij = π_ij / w_i, from Σ_j A_ij = exp(u_i + lse_j(…))."""
+    lse_rows = jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
+    return jnp.max(jnp.abs(jnp.expm1(u + lse_rows)))
+
+
+def _default_tolerance(logits):
+    # The logits carry a rounding error of eps·|L_ij|, which the marginals inherit: a fixed
+    # 100·eps is below that floor once |L| ≳ 100 (measured: ≈ 1–2·eps·max|L|).
+    eps = jnp.finfo(logits.dtype).eps
+    return 10 * eps * jnp.maximum(10.0, jnp.max(jnp.abs(logits)))
+
+
 @functools.partial(jax.jit, static_argnames=("iterations", "tolerance"))
 def sinkhorn_potentials(
     logits: Float[Array, "n n"],
@@ -57,15 +75,27 @@ def sinkhorn_potentials(
     iterations: int,
     tolerance: float | None,
 ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
-    """Log-domain Sinkhorn: u, v with π_ij = w_i w_j exp(L_ij + u_i + v_j) of marginals (w, w).
+    """Log-domain scalings u, v with π_ij = w_i w_j exp(L_ij + u_i + v_j) of marginals (w, w).
 
-    Alternating sweeps u_i = −logsumexp_j(L_ij + log w_j + v_j), v_j = −logsumexp_i(L_ij +
-    log w_i + u_i): every exponential is of a log-sum-exp-shifted quantity, so any β is finite in
-    float32. After each sweep the column marginals are exact; the loop stops when the row
-    marginals Σ_j A_ij (A_ij = π_ij/w_i) are within ``tolerance`` of 1 (``None``: 100·machine
-    epsilon; ``0``: exactly ``iterations`` sweeps, through ``lax.scan``, which forward-mode
-    autodiff also accepts). Early stopping uses a checkpointed while loop (reverse-mode
-    differentiable). Jitted, with ``iterations`` and ``tolerance`` static.
+    Every exponential is of a log-sum-exp-shifted quantity, so any β is finite in float32. Each
+    iteration takes whichever of two candidates leaves the smaller row-marginal error
+    max_i |Σ_j A_ij − 1| (A_ij = π_ij / w_i; the columns are exact after each step):
+
+    - a Sinkhorn sweep u_i = −logsumexp_j(L_ij + log w_j + v_j), v_j = −logsumexp_i(L_ij +
+      log w_i + u_i), which converges from anywhere but linearly, at a rate that tends to 1
+      when the plan nears a permutation (moderate β: measured 5·10⁻⁷ after 20 000 sweeps for
+      6 tokens at β = 10);
+    - a Newton step on the semi-dual u ↦ v(u): (diag(π1) − π diag(1/w) πᵀ) δu = w − π1, whose
+      matrix is the Jacobian of the row sums (null vector 1, fixed by adding 11ᵀ·mean(w)/n),
+      quadratically convergent near the solution (3–7 iterations measured, n ≤ 128).
+
+    The loop stops when the row error of the current plan is within ``tolerance`` (``None``:
+    10·eps·max(10, max|L_ij|), just above the rounding floor of the logits) and **raises**
+    (``eqx.error_if``, so also under ``jit``) if ``iterations`` are spent first. With
+    ``tolerance=0`` it runs exactly ``iterations`` plain Sinkhorn sweeps through ``lax.scan``
+    (no convergence check; forward-mode autodiff accepts it). The early-stopping loop is a
+    checkpointed while loop: reverse mode only. Jitted, with ``iterations`` and ``tolerance``
+    static.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -76,28 +106,53 @@ def sinkhorn_potentials(
         True
     """
     log_w = log_weights
-
-    def sweep(carry):
-        u, v, _ = carry
-        lse_rows = jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
-        # Row sums of A at the incoming (u, v) come for free: Σ_j A_ij = exp(u_i + lse_rows_i).
-        error = jnp.max(jnp.abs(jnp.expm1(u + lse_rows)))
-        u = -lse_rows
-        v = -jax.nn.logsumexp(logits + (log_w + u)[:, None], axis=0)
-        return u, v, error
-
     n = logits.shape[0]
-    init = (
-        jnp.zeros(n, logits.dtype),
-        jnp.zeros(n, logits.dtype),
-        jnp.asarray(jnp.inf, logits.dtype),
-    )
+    u = jnp.zeros(n, logits.dtype)
     if tolerance is not None and float(tolerance) == 0:
-        (u, v, _), _ = jax.lax.scan(lambda c, _: (sweep(c), None), init, None, length=iterations)
-        return u, v
-    tol = 100 * jnp.finfo(logits.dtype).eps if tolerance is None else tolerance
-    u, v, _ = eqxi.while_loop(
-        lambda c: c[2] > tol, sweep, init, max_steps=int(iterations), kind="checkpointed"
+
+        def sweep(v, _):
+            u = -jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
+            return _sweep_v(logits, log_w, u), u
+
+        v, us = jax.lax.scan(sweep, jnp.zeros(n, logits.dtype), None, length=iterations)
+        return us[-1], v
+
+    w = jnp.exp(log_w)
+
+    def step(carry):
+        u, v, _ = carry
+        u_sinkhorn = -jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
+        v_sinkhorn = _sweep_v(logits, log_w, u_sinkhorn)
+        error_sinkhorn = _row_error(logits, log_w, u_sinkhorn, v_sinkhorn)
+        plan = jnp.exp(logits + (log_w + u)[:, None] + (log_w + v)[None, :])
+        rows = plan.sum(axis=1)
+        jacobian = jnp.diag(rows) - (plan / w[None, :]) @ plan.T + jnp.mean(w) / n
+        u_newton = u + jnp.linalg.solve(jacobian, w - rows)
+        v_newton = _sweep_v(logits, log_w, u_newton)
+        error_newton = _row_error(logits, log_w, u_newton, v_newton)
+        # A NaN Newton error (singular Jacobian in float32) compares False: Sinkhorn is taken.
+        newton = error_newton < error_sinkhorn
+        return (
+            jnp.where(newton, u_newton, u_sinkhorn),
+            jnp.where(newton, v_newton, v_sinkhorn),
+            jnp.where(newton, error_newton, error_sinkhorn),
+        )
+
+    v = _sweep_v(logits, log_w, u)
+    init = (u, v, _row_error(logits, log_w, u, v))
+    tol = _default_tolerance(logits) if tolerance is None else tolerance
+    u, v, error = eqxi.while_loop(
+        lambda c: c[2] > tol, step, init, max_steps=int(iterations), kind="checkpointed"
+    )
+    tol_text = "10·eps·max(10, max|logits|)" if tolerance is None else f"{tolerance:g}"
+    u = eqx.error_if(
+        u,
+        error > tol,
+        f"Sinkhorn attention did not converge: after iterations={iterations}, a row sum of "
+        f"the attention matrix still misses 1 by more than tolerance={tol_text}. "
+        "Increase `iterations`, loosen `tolerance`, or lower `beta` (the problem is "
+        "ill-conditioned when near-identical tokens meet a large beta); tolerance=0 runs a "
+        "fixed number of Sinkhorn sweeps without this check",
     )
     return u, v
 
@@ -117,11 +172,13 @@ class SinkhornAttention(AbstractField):
     Args:
         beta: inverse temperature β ≥ 0 (scalar); ε = 1/β is the entropic regularisation.
         Q, K: (k, d) query and key matrices; V: (d, d) value matrix (identity when omitted).
-        iterations: maximum number of Sinkhorn sweeps. Convergence is linear with a rate that
-            degrades as β grows (measured: ~3000 sweeps to 1e-14 at β = 50, n = 6); when the cap
-            is hit the matrix is returned as it stands, so check the marginals for large β.
-        tolerance: stop when every row sum is within this of 1; ``None``: 100·machine epsilon;
-            ``0``: run exactly ``iterations`` sweeps.
+        iterations: maximum number of solver iterations (Sinkhorn sweep or Newton step, see
+            :func:`sinkhorn_potentials`; 3–7 typically suffice). Reaching it without meeting
+            ``tolerance`` raises an error (also under ``jit``) rather than return a matrix
+            that is not doubly stochastic.
+        tolerance: stop when every row sum is within this of 1; ``None``: 10·eps·max(10,
+            max|logits|), just above the rounding floor; ``0``: run exactly ``iterations``
+            plain Sinkhorn sweeps, unchecked (forward-mode differentiable).
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af

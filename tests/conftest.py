@@ -10,3 +10,8 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_num_cpu_devices", 4)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one pytest-xdist worker per core, at most 4 (each worker holds its own JAX)."""
+    return max(1, min(4, os.cpu_count() or 1))

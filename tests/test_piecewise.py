@@ -179,3 +179,64 @@ def test_bad_inputs_raise_clear_errors():
         af.PiecewiseConstant(af.SelfAttention(1.0, V=jnp.eye(D)), SWITCHES)
     with pytest.raises(ValueError, match="field: expected a stacked attnflow field"):
         af.PiecewiseConstant(lambda t, x, args: x, SWITCHES)
+
+
+def _distinguishable(num_pieces):
+    """Pieces V_k = (k + 1) I with β = 1: layer k's update reveals which piece it used."""
+    return jnp.stack([(k + 1) * jnp.eye(D) for k in range(num_pieces)])
+
+
+@pytest.mark.parametrize(
+    ("switch_dtype", "step", "t0"),
+    [
+        (jnp.float32, np.float64(0.1), 0.0),  # float32 switches, a (non-weak) float64 step
+        (jnp.float32, 0.1, np.float64(0.3)),  # … or a float64 start time
+        (jnp.float64, np.float32(0.1), 0.0),  # float64 switches, float32 layer times
+    ],
+)
+def test_layers_use_one_piece_per_layer_when_switch_dtype_differs(switch_dtype, step, t0):
+    """Regression: switches on layer boundaries in another dtype made ``layers`` repeat a piece
+    (a float64 t = 0.1 is below float32's 0.1). Reference: post-LN Euler with piece k by hand."""
+    num_layers = 8
+    V = _distinguishable(num_layers)
+    switches = jnp.asarray([float(t0) + k * 0.1 for k in range(1, num_layers)], switch_dtype)
+    f = af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=switches)
+    x0 = af.random_tokens(jr.key(20), N, D)
+    xs = af.layers(f, x0, num_layers, step, t0=t0)
+    x, expected = x0, [x0]
+    for k in range(num_layers):
+        x = af.normalize(x + float(step) * af.SelfAttention(1.0, V=V[k])(0.0, x))
+        expected.append(x)
+    np.testing.assert_allclose(xs, jnp.stack(expected), atol=1e-7)
+
+
+def test_jump_times_of_float32_switches_are_their_float64_rounding_boundaries():
+    """A jump time b is the least float64 that rounds to s in float32: b ↦ s, prevbefore(b) ↦
+    below s; and the pieces on either side of it are the old and the new one."""
+    s = jnp.asarray([0.1, 0.4, 0.7, 1.0, 3.0, 1e-3], jnp.float32)  # 1.0: mantissa even
+    s = jnp.concatenate([s, jnp.nextafter(s, jnp.float32(jnp.inf))])  # … and odd neighbours
+    s = jnp.sort(s)
+    f = af.PiecewiseConstant.from_attention(1.0, V=jnp.ones((s.size + 1, D, D)), switch_times=s)
+    b = f.jump_times
+    assert b.dtype == jnp.float64
+    before = jnp.nextafter(b, -jnp.inf)
+    np.testing.assert_array_equal(b.astype(jnp.float32), s)
+    assert bool(jnp.all(before.astype(jnp.float32) < s))
+    pieces = jnp.arange(1, s.size + 1)
+    np.testing.assert_array_equal(jax.vmap(f.piece_index)(b), pieces)
+    np.testing.assert_array_equal(jax.vmap(f.piece_index)(before), pieces - 1)
+
+
+def test_solve_with_float32_switches_and_float64_tokens_steps_as_with_float64_switches():
+    """The solver steps to just before/after each jump_time: with float32 switches (compared
+    in float32) it must see the old then the new piece there, or it rejects steps galore."""
+    V = jnp.stack([jnp.eye(D), -jnp.eye(D), jnp.eye(D)])
+    x0 = af.random_tokens(jr.key(21), N, D)
+    switches32 = jnp.asarray(SWITCHES, jnp.float32)
+    f32 = af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=switches32)
+    sol = af.solve(f32, x0, T1, rtol=RTOL, atol=ATOL)
+    f64 = af.PiecewiseConstant.from_attention(1.0, V=V, switch_times=SWITCHES)
+    reference = af.solve(f64, x0, T1, rtol=RTOL, atol=ATOL)
+    # The switches moved by < 1 float32 ulp (3e-8): the end state moves by about as much.
+    np.testing.assert_allclose(sol.ys, reference.ys, atol=1e-7)
+    assert int(sol.stats["num_rejected_steps"]) == int(reference.stats["num_rejected_steps"])
