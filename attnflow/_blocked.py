@@ -9,14 +9,16 @@ from ._check import check_weights
 DEFAULT_BLOCK_SIZE = 512
 """Rows of queries and of keys handled together; a (block, block) tile is the largest temporary."""
 
-AUTO_BLOCK_THRESHOLD = 1024
+AUTO_BLOCK_THRESHOLD = 4096
 """Fields with more tokens than this use the blocked kernel when ``block_size`` is ``None``.
 
-Measured on a 2-core CPU (benchmarks/RESULTS_scaling.md, d = 64, float32): dense and blocked
-take the same time at n = 1000; at n = 2048 the blocked kernel is twice as fast, and two to
-five times from n = 3162 on, once the dense n × n intermediates no longer fit in cache. This
-was measured on CPU only; on a GPU the crossover may lie elsewhere: force the blocked kernel
-with ``block_size``.
+Measured on a 2-core CPU (benchmarks/RESULTS_scaling.md, d = 64, float32): the dense path
+(full softmax rows, a tile of ``DENSE_TILE`` logits at a time) is as fast as the blocked kernel at
+n = 1000 and 1.2–1.5× faster from n = 2048 to 16384, so speed does not call for the switch there.
+Memory does: reverse mode through the dense path stores the n × n exponentials (64 MiB
+in float32, 128 MiB in float64 at n = 4096, four times that at 8192, per field evaluation a
+solver keeps), while the blocked kernel stays linear in n. On a GPU the crossover may lie
+elsewhere: force the blocked kernel with ``block_size``.
 """
 
 

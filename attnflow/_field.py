@@ -49,6 +49,57 @@ def _causal_mask(n: int):
     return jnp.tril(jnp.ones((n, n), dtype=bool))
 
 
+DENSE_TILE = 2**20
+"""Entries of the (rows, m) logit tile the dense path works on at once: it takes
+DENSE_TILE // m query rows (at least one) against all m keys (exact two-pass softmax), so one
+expression up to n = 1024, 256 rows at n = 4096, 64 at 16384 (4 MiB tiles in float32).
+
+Measured on a 2-core CPU (benchmarks/RESULTS_scaling.md, d = 64, float32): evaluated as one
+expression, the n × n logits and exponentials leave the cache past n ≈ 2000 and XLA's CPU
+backend fuses the whole field into one loop nest that reached 30% of the matmul peak at
+n = 4096–16384; in tiles of rows the two products run as matrix multiplications again.
+"""
+
+
+def _dense_attention(beta, queries, keys, values, weights, normalization: str, causal: bool):
+    """Σ_j a_ij v_j over full rows of the logits, a tile of ``DENSE_TILE`` entries at a time.
+
+    Each row is the exact two-pass softmax (row maximum, then e^{s − max}); blocking only the
+    queries changes no arithmetic, it bounds the forward temporaries by (rows, m) instead of
+    (n, m). Reverse mode still stores every block's exponentials: n × m in all, as a dense
+    field must.
+    """
+    n, k = queries.shape
+    m = keys.shape[0]
+
+    def rows(q, index):
+        logits = beta * (q @ keys.T)
+        if causal:
+            logits = jnp.where(jnp.arange(m)[None, :] <= index[:, None], logits, -jnp.inf)
+        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+        e = jnp.exp(logits - row_max)
+        if weights is not None:
+            e = e * weights[None, :]
+        out = e @ values
+        if normalization == "softmax":
+            return out / jnp.sum(e, axis=-1, keepdims=True)
+        return out * (jnp.exp(row_max) if weights is not None else jnp.exp(row_max) / m)
+
+    index = jnp.arange(n)
+    block = max(1, DENSE_TILE // m)
+    if n <= block:
+        return rows(queries, index)
+    # Whole blocks through lax.map, the remainder in one smaller call: no padded rows.
+    whole = n - n % block
+    out = jax.lax.map(
+        lambda q_and_index: rows(*q_and_index),
+        (queries[:whole].reshape(-1, block, k), index[:whole].reshape(-1, block)),
+    ).reshape(whole, -1)
+    if whole == n:
+        return out
+    return jnp.concatenate([out, rows(queries[whole:], index[whole:])])
+
+
 def _weights_from_args(args, n: int):
     """The weights a field reads from ``args``: None, a (n,) array, or {"weights": array}."""
     if isinstance(args, dict):
@@ -77,9 +128,14 @@ class SelfAttention(AbstractField):
     Σ_j w_j e^{s_ij} V x_j: the mean-field field 𝒳[μ] of (3.3)/(3.8) at μ = Σ_j w_j δ_{x_j}.
     Uniform weights w_j = 1/n give the fields above.
 
-    Large n: with ``block_size`` set, or when ``block_size`` is None and n > 1024
+    Large n: with ``block_size`` set, or when ``block_size`` is None and n > 4096
     (``AUTO_BLOCK_THRESHOLD``), the output is computed by :func:`attnflow.blocked_attention`
-    (online softmax over key blocks, memory O(n·d + block²), never n × n). The blocked and dense
+    (online softmax over key blocks, memory O(n·d + block²), never n × n). Below that the dense
+    path computes each row's exact two-pass softmax (row maximum, then exponentials) over all n
+    keys; for n > 1024 it does so a few query rows at a time (``jax.lax.map`` over tiles of
+    about 2^20 logits, ``DENSE_TILE``; 256 rows at n = 4096), which keeps XLA's CPU backend on
+    its matrix-multiply kernels and bounds the forward temporaries by the tile (reverse mode
+    still stores the n × n exponentials). The blocked and dense
     paths agree to rounding; ``logits`` and ``attention_matrix`` are always dense.
 
     Softmax weights are computed with the row maximum subtracted, so SA is finite for any β in
@@ -92,7 +148,7 @@ class SelfAttention(AbstractField):
         V: (d, d) value matrix.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
         causal: mask j > i.
-        block_size: ``None`` (dense up to n = 1024, blocked above) or a positive integer to force
+        block_size: ``None`` (dense up to n = 4096, blocked above) or a positive integer to force
             the blocked kernel with that block size.
 
     Example:
@@ -212,18 +268,14 @@ class SelfAttention(AbstractField):
         n = x.shape[0]
         if self.block_size is not None or n > AUTO_BLOCK_THRESHOLD:
             return self._blocked_output(x, weights)
-        if weights is not None:
-            return self.attention_matrix(x, weights) @ (x if self.V is None else x @ self.V.T)
-        logits = self.logits(x)
+        self._check(x)
+        w = None if weights is None else _as(check_weights(weights, n), x)
+        queries = x if self.Q is None else x @ _as(self.Q, x).T
+        keys = x if self.K is None else x @ _as(self.K, x).T
         values = x if self.V is None else x @ _as(self.V, x).T
-        if self.causal:
-            logits = jnp.where(_causal_mask(n), logits, -jnp.inf)
-        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-        e = jnp.exp(logits - row_max)
-        out = e @ values
-        if self.normalization == "softmax":
-            return out / jnp.sum(e, axis=-1, keepdims=True)
-        return out * (jnp.exp(row_max) / n)
+        return _dense_attention(
+            _as(self.beta, x), queries, keys, values, w, self.normalization, self.causal
+        )
 
     def _blocked_output(self, x, weights):
         self._check(x)

@@ -82,7 +82,11 @@ def solve(
     (``jax.grad``, ``jax.jacrev``) of ``sol.ys`` with respect to ``x0``, ``t1`` and every array
     inside ``field`` and ``args``; ``adjoint=diffrax.ForwardMode()`` gives forward mode
     (``jax.jvp``, ``jax.jacfwd``); ``diffrax.BacksolveAdjoint`` is an approximate
-    (continuous-adjoint) alternative with O(1) memory.
+    (continuous-adjoint) alternative with O(1) memory. Avoid it for clustering at long horizons:
+    it re-integrates x(t) backwards from a clustered state, which is exponentially unstable
+    (measured: at t1 = 10 in float32 its gradient was 59× the exact one; benchmarks/RESULTS.md).
+    For exact gradients in bounded memory pass
+    ``adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=k)``.
 
     The right-hand side is evaluated at y/|y| (so |x_i| is an exact invariant of the ODE even in
     the repulsive case V = −I, MATH.md §1.12) and saved values are normalised, so ``sol.ys`` lies

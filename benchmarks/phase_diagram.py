@@ -3,15 +3,19 @@ realisations): attnflow.phase_diagram_from_tokens against the NumPy explicit-Eul
 authors (step 0.1, float64, vectorised over realisations), on the same initial tokens, each
 checked against a tight reference.
 
-Timing is done on a documented fraction and extrapolated linearly:
-- NumPy Euler costs the same for every β (300 fixed steps): it is timed on ``--numpy-betas``
-  values of β and multiplied up to 90;
-- attnflow's cost depends on β (adaptive steps, early stop of collapsed systems): it is timed on
-  every ``--beta-stride``-th β of the grid (a representative sample) and multiplied by the stride.
-Accuracy: both methods on the first ``--accuracy-realizations`` systems of that β sample against
-attnflow at rtol = 1e-10 (itself checked against per-system diffrax Tsit5 solves at rtol = 1e-10).
+Timing:
+- attnflow at its defaults (float32, rtol 1e-3): the whole panel (all 90 β), on every CPU
+  device (``jax_num_cpu_devices`` = cores), wall and process CPU time;
+- other attnflow settings: every ``--beta-stride``-th β of the grid (a representative sample of
+  the β-dependent cost), multiplied by the stride;
+- NumPy Euler costs the same for every β (300 fixed steps, single-threaded): timed on
+  ``--numpy-betas`` values of β and multiplied up to 90.
+Accuracy: every method on the first ``--accuracy-realizations`` systems of that β sample against
+attnflow at float64, rtol = 1e-10 (itself checked against per-system diffrax Tsit5 solves at
+rtol = 1e-10). The six-panel figure: the d = 2 and d = 8 panels (d coordinates) timed on the β
+sample, the four d ≥ 32 panels cost what d = 32 costs (distance form; checked on d = 1024).
 
-Run: ``python benchmarks/phase_diagram.py`` (a few minutes on 2 shared cores);
+Run: ``python benchmarks/phase_diagram.py`` (a few minutes on 2 cores);
 ``--quick`` for a smoke test.
 """
 
@@ -72,20 +76,14 @@ def timed(fn, repeats):
     return result, statistics.median(walls), statistics.median(cpus)
 
 
-def attnflow_run(x0, betas, dtype, rtol, atol, chunk_size=16, beta_block=3):
+def attnflow_run(x0, betas, dtype, rtol, atol):
+    """attnflow at its default chunking (``chunk_size``, ``beta_block``, ``slots``)."""
     x = jnp.asarray(x0, dtype)
 
     def run():
         return np.asarray(
             af.phase_diagram_from_tokens(
-                x,
-                betas=betas,
-                ts=TS,
-                rtol=rtol,
-                atol=atol,
-                chunk_size=chunk_size,
-                beta_block=beta_block,
-                max_steps=100_000,
+                x, betas=betas, ts=TS, rtol=rtol, atol=atol, max_steps=100_000
             ).block_until_ready()
         )
 
@@ -128,19 +126,30 @@ def main():
         f"realisations {args.realizations}; β sample {np.round(sample, 2).tolist()}"
     )
 
-    # Compile first (one chunk shape per configuration), then time.
+    print(f"load average before: {os.getloadavg()}")
     configs = {
+        "attnflow f32, rtol 1e-3 (default)": (jnp.float32, 1e-3, 1e-6),
+        "attnflow f32, rtol 1e-2": (jnp.float32, 1e-2, 1e-5),
+        "attnflow f64, rtol 1e-3": (jnp.float64, 1e-3, 1e-6),
         "attnflow f64, rtol 1e-5": (jnp.float64, 1e-5, 1e-7),
-        "attnflow f64, rtol 1e-4": (jnp.float64, 1e-4, 1e-6),
-        "attnflow f32, rtol 1e-5": (jnp.float32, 1e-5, 1e-6),
     }
+    default = "attnflow f32, rtol 1e-3 (default)"
+    # Compile first: every device compiles its own executable, so run one call per device.
     for dtype, rtol, atol in configs.values():
-        # one chunk per device: each CPU device compiles its own executable
-        attnflow_run(x0[: 16 * jax.local_device_count()], sample[:3], dtype, rtol, atol)()
-    rows = {}
+        attnflow_run(x0[: 128 * jax.local_device_count()], sample[:8], dtype, rtol, atol)()
+    rows, measured = {}, {}
+    full_betas = BETAS if not args.quick else sample
+    _, wall, cpu = timed(attnflow_run(x0, full_betas, *configs[default]), args.repeats)
+    scale_full = len(BETAS) / len(full_betas)
+    rows[default] = (wall * scale_full, cpu * scale_full)
+    measured[default] = "all 90 β" if not args.quick else "β sample"
+    print(f"{default}: whole panel {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
     for name, (dtype, rtol, atol) in configs.items():
+        if name == default:
+            continue
         _, wall, cpu = timed(attnflow_run(x0, sample, dtype, rtol, atol), args.repeats)
         rows[name] = (wall * scale, cpu * scale)
+        measured[name] = f"{len(sample)} β × {scale:g}"
         print(f"{name}: sample {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
 
     numpy_betas = BETAS[np.linspace(0, len(BETAS) - 1, args.numpy_betas).astype(int)]
@@ -150,10 +159,9 @@ def main():
         walls.append(wall)
         cpus.append(cpu)
         print(f"numpy Euler β = {beta:.2f}: {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
-    rows["NumPy Euler, step 0.1"] = (
-        statistics.median(walls) * len(BETAS),
-        statistics.median(cpus) * len(BETAS),
-    )
+    euler = "NumPy Euler, step 0.1, f64"
+    rows[euler] = (statistics.median(walls) * len(BETAS), statistics.median(cpus) * len(BETAS))
+    measured[euler] = f"{len(numpy_betas)} β × {len(BETAS) / len(numpy_betas):g}"
 
     # Accuracy on the first realisations of the β sample.
     acc = x0[: args.accuracy_realizations]
@@ -165,41 +173,42 @@ def main():
     ours_small = attnflow_run(acc[:check], sample, jnp.float64, 1e-10, 1e-12)()
     reference_gap = np.abs(diffrax_ref - ours_small).max()
     errors = {name: attnflow_run(acc, sample, *cfg)() - ref for name, cfg in configs.items()}
-    errors["NumPy Euler, step 0.1"] = np.stack([numpy_euler(acc, b, TS) for b in sample]) - ref
+    errors[euler] = np.stack([numpy_euler(acc, b, TS) for b in sample]) - ref
 
-    # Fig. 3 at paper resolution: d = 2 and 8 run in d coordinates, d ≥ 32 in Gram form (the
-    # same cost for every d ≥ n: checked on d = 1024 below).
+    # Fig. 3 at paper resolution: d = 2 and 8 run in d coordinates, d ≥ 32 in distance form
+    # (the same cost for every d ≥ n: checked on d = 1024).
     panel = {}
     for d in (2, 8, 1024):
         y = af.bartlett_tokens(jax.random.key(d), N, d, (args.realizations,))
-        run = attnflow_run(y, sample, jnp.float64, 1e-5, 1e-7)
+        run = attnflow_run(y, sample, *configs[default])
         run()
         _, wall, cpu = timed(run, 1)
         panel[d] = (wall * scale, cpu * scale)
         print(f"panel d = {d}: {wall * scale:.0f} s wall, {cpu * scale:.0f} s cpu (extrapolated)")
-    panel[32] = rows["attnflow f64, rtol 1e-5"]
+    panel[32] = rows[default]
     six = [panel[2][k] + panel[8][k] + 4 * panel[32][k] for k in (0, 1)]
+    print(f"load average after: {os.getloadavg()}")
 
-    base_wall, base_cpu = rows["NumPy Euler, step 0.1"]
+    base_wall, base_cpu = rows[euler]
     print(
-        "\n| method (one Fig. 3 panel, d = 32) | wall (s) | cpu (s) | speed-up (wall) "
+        "\n| method (one Fig. 3 panel, d = 32) | timed on | wall (s) | cpu (s) | speed-up (wall) "
         "| speed-up (cpu) | max abs error in P | mean abs error in P |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, (wall, cpu) in rows.items():
         err = np.abs(errors[name])
         print(
-            f"| {name} | {wall:.0f} | {cpu:.0f} | {base_wall / wall:.1f}× | "
+            f"| {name} | {measured[name]} | {wall:.1f} | {cpu:.1f} | {base_wall / wall:.1f}× | "
             f"{base_cpu / cpu:.1f}× | {err.max():.4f} | {err.mean():.1e} |"
         )
     print(
-        f"\nReference (attnflow, rtol 1e-10) vs per-system diffrax Tsit5 (rtol 1e-10) on "
+        f"\nReference (attnflow, f64, rtol 1e-10) vs per-system diffrax Tsit5 (rtol 1e-10) on "
         f"{check} realisations: max |ΔP| = {reference_gap:.2e}"
     )
     print(
-        f"Full six-panel Fig. 3 (90 β × 200 t × {args.realizations} realisations, f64, "
-        f"rtol 1e-5), extrapolated: {six[0]:.0f} s wall, {six[1]:.0f} s cpu "
-        f"(d = 2: {panel[2][0]:.0f} s, d = 8: {panel[8][0]:.0f} s, d = 32: {panel[32][0]:.0f} s, "
+        f"Full six-panel Fig. 3 (90 β × 200 t × {args.realizations} realisations, f32, "
+        f"rtol 1e-3): {six[0]:.0f} s wall, {six[1]:.0f} s cpu (d = 2: {panel[2][0]:.0f} s, "
+        f"d = 8: {panel[8][0]:.0f} s, d = 32: {panel[32][0]:.0f} s (measured), "
         f"d = 1024: {panel[1024][0]:.0f} s wall)"
     )
 

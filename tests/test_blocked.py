@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
+import attnflow._field as field_module
 from attnflow._blocked import AUTO_BLOCK_THRESHOLD
 
 N, D, K_ROWS = 23, 4, 2  # 23 is divisible by none of the block sizes below
@@ -114,16 +115,60 @@ def test_blocked_rectangular_queries_and_offset():
     _assert_close(out, expected)
 
 
-def _has_square_intermediate(field, n):
+def _has_full_key_rows(field, n):
+    """Whether some intermediate spans all n keys (the dense path's (rows, n) logits)."""
     x = af.random_tokens(jr.key(0), n, 2)
-    return f"[{n},{n}]" in str(jax.make_jaxpr(lambda y: field(0.0, y, None))(x))
+    return f",{n}]" in str(jax.make_jaxpr(lambda y: field(0.0, y, None))(x))
 
 
 def test_automatic_threshold_switches_to_blocked():
     field = af.SelfAttention(1.0)
-    assert _has_square_intermediate(field, AUTO_BLOCK_THRESHOLD)
-    assert not _has_square_intermediate(field, AUTO_BLOCK_THRESHOLD + 1)
-    assert not _has_square_intermediate(af.SelfAttention(1.0, block_size=64), 300)
+    assert _has_full_key_rows(field, AUTO_BLOCK_THRESHOLD)
+    assert not _has_full_key_rows(field, AUTO_BLOCK_THRESHOLD + 1)
+    assert not _has_full_key_rows(af.SelfAttention(1.0, block_size=64), 300)
+
+
+def _attention_numpy(x, beta, Q, K, V, w, normalization, causal):
+    """Σ_j a_ij V x_j from the full n × n formula, in float64 NumPy."""
+    x, Q, K, V = (np.asarray(a, dtype=np.float64) for a in (x, Q, K, V))
+    n = x.shape[0]
+    w = np.full(n, 1.0 / n) if w is None else np.asarray(w, dtype=np.float64)
+    s = beta * (x @ Q.T) @ (x @ K.T).T
+    mask = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    e = np.where(mask, np.exp(s), 0.0) * w[None, :]
+    out = e @ (x @ V.T)
+    return out / e.sum(axis=1, keepdims=True) if normalization == "softmax" else out
+
+
+@pytest.mark.parametrize("normalization, causal", [("softmax", False), ("n", True)])
+def test_dense_row_blocks_match_numpy_and_blocked_gradients(
+    system, monkeypatch, normalization, causal
+):
+    """The dense path 5 query rows at a time (23 = 4·5 + 3): values against the n × n formula
+    in NumPy, gradients in x, β, Q, K, V, w against the online-softmax blocked kernel."""
+    monkeypatch.setattr(field_module, "DENSE_TILE", 5 * N)
+    x, Q, K, V, w = system
+    beta = jnp.asarray(1.7)
+    cotangent = jr.normal(jr.key(8), (N, D))
+    outputs = {block: _outputs(block, normalization, causal) for block in (None, 6)}
+    jaxpr = str(jax.make_jaxpr(outputs[None])(x, beta, Q, K, V, w))
+    assert "scan" in jaxpr and f"[5,{N}]" in jaxpr  # the row-blocked path ran
+
+    @jax.jit
+    def grads(*inputs):
+        return tuple(
+            jax.grad(lambda *a, f=f: sum(jnp.sum(o * cotangent) for o in f(*a)), argnums=range(6))(
+                *inputs
+            )
+            for f in outputs.values()
+        )
+
+    unweighted, weighted = outputs[None](x, beta, Q, K, V, w)
+    _assert_close(unweighted, _attention_numpy(x, 1.7, Q, K, V, None, normalization, causal))
+    _assert_close(weighted, _attention_numpy(x, 1.7, Q, K, V, w, normalization, causal))
+    dense, blocked = grads(x, beta, Q, K, V, w)
+    for gd, gb in zip(dense, blocked, strict=True):
+        _assert_close(gd, gb)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "64"])

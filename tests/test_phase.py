@@ -88,7 +88,8 @@ def test_agrees_with_clustering_curve():
 def test_deterministic_and_invariant_to_chunking():
     kw = dict(n=6, d=256, betas=[0.5, 3.0, 7.0], ts=TS, realizations=8, progress=False)
     a = np.asarray(af.phase_diagram(jr.key(5), **kw, **SMALL))
-    b = np.asarray(af.phase_diagram(jr.key(5), **kw, chunk_size=3, beta_block=3))
+    # A different call shape and a queue of 3 lanes refilled one at a time.
+    b = np.asarray(af.phase_diagram(jr.key(5), **kw, chunk_size=3, beta_block=3, slots=3))
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, np.asarray(af.phase_diagram(jr.key(5), **kw, **SMALL)))
     assert not np.array_equal(a, np.asarray(af.phase_diagram(jr.key(6), **kw, **SMALL)))
@@ -132,7 +133,9 @@ def test_ensembles_sampling_conventions():
 
 
 def test_random_ensembles_run_per_system_and_shared():
-    kw = dict(n=4, d=6, betas=[1.0, 5.0], ts=TS, realizations=4, progress=False, **SMALL)
+    # Tight tolerances: the check below allows one pair (of 48) on the threshold.
+    kw = dict(n=4, d=6, betas=[1.0, 5.0], ts=TS, realizations=4, progress=False, rtol=1e-7)
+    kw.update(atol=1e-9, **SMALL)
     per_system = np.asarray(af.phase_diagram(jr.key(10), ensemble=af.FIG5_ENSEMBLES["a"], **kw))
     shared = np.asarray(
         af.phase_diagram(jr.key(10), ensemble=af.FIG5_ENSEMBLES["a"], shared_weights=True, **kw)
@@ -179,6 +182,8 @@ def test_bad_inputs():
         af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, normalization="sum")
     with pytest.raises(ValueError, match="chunk_size: expected a positive integer"):
         af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, chunk_size=0)
+    with pytest.raises(ValueError, match="slots: expected a positive integer"):
+        af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, slots=1.5)
     with pytest.raises(ValueError, match="ensemble: expected an AttentionEnsemble"):
         af.phase_diagram(
             jr.key(0), n=3, d=4, betas=[1.0], ts=TS, realizations=2, ensemble="ginibre"
