@@ -14,10 +14,10 @@ AUTO_BLOCK_THRESHOLD = 4096
 
 Measured on a 2-core CPU (benchmarks/RESULTS_scaling.md, d = 64, float32): the dense path
 (full softmax rows, a tile of ``DENSE_TILE`` logits at a time) is as fast as the blocked kernel at
-n = 1000 and 1.2–1.5× faster from n = 2048 to 16384, so speed does not call for the switch there.
-Memory does: reverse mode through the dense path stores the n × n exponentials (64 MiB
-in float32, 128 MiB in float64 at n = 4096, four times that at 8192, per field evaluation a
-solver keeps), while the blocked kernel stays linear in n. On a GPU the crossover may lie
+n = 1000 and 1.1–1.5× faster from n = 2048 to 16384, so speed does not call for the switch there.
+Memory does: reverse mode through the dense path stores the n × n exponentials (measured 75 MiB
+of XLA temporaries in float32 at n = 4096, 278 MiB at 8192, per field evaluation a solver
+keeps), while the blocked kernel stays linear in n. On a GPU the crossover may lie
 elsewhere: force the blocked kernel with ``block_size``.
 """
 
