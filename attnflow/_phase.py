@@ -1,7 +1,7 @@
 """Phase diagrams: P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) on a (β, t) grid (paper Fig. 3 and Fig. 5).
 
 The engine integrates many independent systems with a batched Dormand–Prince 5(4) scheme (the
-tableau and the order-4 dense output of scipy's ``RK45``), each system with its own adaptive
+tableau of scipy's ``RK45``; cubic Hermite output between steps), each system with its own adaptive
 step size and error control, so a system's trajectory does not depend on which other systems
 share its batch (results are invariant to ``chunk_size``, ``beta_block`` and ``slots``). The
 systems of one compiled call form a queue: ``slots`` of them are integrated side by side and a
@@ -38,9 +38,8 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._ensembles import AttentionEnsemble
 
-# Dormand–Prince 5(4) (scipy.integrate.RK45): stage matrix, weights, error weights and the
-# dense-output matrix P (y(t + θh) = y + h Σ_s K_s Σ_j P[s, j] θ^{j+1}). The fields here are
-# autonomous, so the nodes c_s are not needed.
+# Dormand–Prince 5(4) (scipy.integrate.RK45): stage matrix, weights and error weights. The
+# fields here are autonomous, so the nodes c_s are not needed.
 _A = (
     (),
     (1 / 5,),
@@ -51,15 +50,6 @@ _A = (
 )
 _B = (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84)
 _E = (-71 / 57600, 0.0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525, 1 / 40)
-_P = (
-    (1.0, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432),
-    (0.0, 0.0, 0.0, 0.0),
-    (0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799),
-    (0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072),
-    (0.0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632),
-    (0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844),
-    (0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423),
-)
 
 
 def _unit_rows(Y):
@@ -207,11 +197,10 @@ def _integrate(
         growth = jnp.where(err_norm == 0, 10.0, 0.9 * err_norm ** (-0.2))
         growth = jnp.clip(growth, 0.2, jnp.where(err_norm <= 1, 10.0, 1.0))
         t_new = jnp.where(last, t_end, t + h)
-        # Dense output y(t + θh) = y + Σ_j θ^{j+1} c_j, coefficients formed once per step.
-        coeffs = [
-            hx * sum(row[j] * k for row, k in zip(_P, ks, strict=True) if row[j] != 0)
-            for j in range(4)
-        ]
+        # Cubic Hermite output from (y, f, y_new, f_new), all at hand:
+        # y(t + θh) = y + θ(c_0 + θ(c_1 + θ c_2)).
+        delta_y = y_new - y
+        coeffs = [hx * f, 3 * delta_y - hx * (2 * f + f_new), hx * (f + f_new) - 2 * delta_y]
 
         def pending(ptr):
             return accept & (ptr < T) & (ts[jnp.minimum(ptr, T - 1)] <= t_new)
@@ -224,8 +213,8 @@ def _integrate(
             todo = accept[:, None] & (index < T) & (t_save <= t_new[:, None])
             theta = (t_save - t[:, None]) / jnp.where(h > 0, h, 1)[:, None]
             theta = theta.reshape(theta.shape + (1,) * (y.ndim - 1))
-            poly = coeffs[3][:, None]
-            for c in coeffs[2::-1]:
+            poly = coeffs[-1][:, None]
+            for c in coeffs[-2::-1]:
                 poly = c[:, None] + theta * poly
             value = jax.vmap(count, in_axes=1, out_axes=1)(y[:, None] + theta * poly)
             out = out.at[st["b"][:, None], clipped].add(jnp.where(todo, value, 0))
@@ -531,9 +520,9 @@ def phase_diagram_from_tokens(
     K=None,
     V=None,
     reduce: bool = True,
-    chunk_size: int = 128,
+    chunk_size: int = 256,
     beta_block: int = 8,
-    slots: int = 64,
+    slots: int = 128,
     rtol: float = 1e-3,
     atol: float = 1e-6,
     max_steps: int = 2000,
@@ -658,9 +647,9 @@ def phase_diagram(
     normalization: Literal["softmax", "n"] = "softmax",
     ensemble: AttentionEnsemble | None = None,
     shared_weights: bool = False,
-    chunk_size: int = 128,
+    chunk_size: int = 256,
     beta_block: int = 8,
-    slots: int = 64,
+    slots: int = 128,
     rtol: float = 1e-3,
     atol: float = 1e-6,
     max_steps: int = 2000,
@@ -668,68 +657,69 @@ def phase_diagram(
     progress: bool = True,
 ) -> Float[Array, "betas ts"]:
     r"""Estimate P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) on a (β, t) grid for uniform initial tokens:
-    paper Fig. 3 (SA, Q = K = V = I) and Fig. 5 (random Q, K, V ensembles).
+        paper Fig. 3 (SA, Q = K = V = I) and Fig. 5 (random Q, K, V ensembles).
 
-    The statistic is the clustered fraction over ordered pairs i ≠ j averaged over
-    ``realizations`` independent systems (each pair is exchangeable with (1, 2), so this is an
-    unbiased, lower-variance estimate of the pair probability).
+        The statistic is the clustered fraction over ordered pairs i ≠ j averaged over
+        ``realizations`` independent systems (each pair is exchangeable with (1, 2), so this is an
+        unbiased, lower-variance estimate of the pair probability).
 
-    **Sampling.** Realisation r draws its tokens (and, per system, its (B, V) from
-    ``ensemble``) from ``jax.random.split(key)``-derived keys, and the *same* draws are used for
-    every β (common random numbers: differences across β are not sampling noise). With
-    ``shared_weights=True`` one (B, V) is drawn for all realisations. Results are deterministic
-    given ``key`` and do not depend on ``chunk_size``/``beta_block``.
+        **Sampling.** Realisation r draws its tokens (and, per system, its (B, V) from
+        ``ensemble``) from ``jax.random.split(key)``-derived keys, and the *same* draws are used for
+        every β (common random numbers: differences across β are not sampling noise). With
+        ``shared_weights=True`` one (B, V) is drawn for all realisations. Results are deterministic
+        given ``key`` and do not depend on ``chunk_size``/``beta_block``.
 
-    **Span reduction.** With V = I the flow stays in span{x_j(0)}: Q = K = I runs in Gram form
-    (n × n) with the Gram matrix sampled from the Bartlett factor (:func:`bartlett_tokens`), so
-    d = 1024 costs what d = n costs; other Q, K run in min(n, d) coordinates. General V runs
-    in R^d.
+        **Span reduction.** With V = I the flow stays in span{x_j(0)}: Q = K = I runs in Gram form
+        (n × n) with the Gram matrix sampled from the Bartlett factor (:func:`bartlett_tokens`), so
+        d = 1024 costs what d = n costs; other Q, K run in min(n, d) coordinates. General V runs
+        in R^d.
 
-    **Solver.** Batched Dormand–Prince 5(4) with an adaptive step and error control per system
-    (``rtol``, ``atol``; RMS norm over the system's state), order-4 dense output at ``ts``,
-    compiled once (calls are padded to one shape). Each call integrates chunk_size × beta_block
-    systems as a queue over ``slots`` lanes (a finished system's lane takes the next one), and
-    calls are spread over ``jax.local_devices()`` (set ``jax_num_cpu_devices`` to the number of
-    cores before JAX starts to use them all on a CPU). Unlike the authors' scheme (explicit
-    Euler, step 0.1, which clusters 5–10% late), the error is controlled; with V = I a system
-    that is fully clustered stops early (it stays clustered: the cone spanned by the tokens
-    shrinks).
+        **Solver.** Batched Dormand–Prince 5(4) with an adaptive step and error control per system
+        (``rtol``, ``atol``; RMS norm over the system's state), cubic Hermite output at ``ts`` (from
+    the values and slopes at the ends of each step: no extra field evaluations),
+        compiled once (calls are padded to one shape). Each call integrates chunk_size × beta_block
+        systems as a queue over ``slots`` lanes (a finished system's lane takes the next one), and
+        calls are spread over ``jax.local_devices()`` (set ``jax_num_cpu_devices`` to the number of
+        cores before JAX starts to use them all on a CPU). Unlike the authors' scheme (explicit
+        Euler, step 0.1, which clusters 5–10% late), the error is controlled; with V = I a system
+        that is fully clustered stops early (it stays clustered: the cone spanned by the tokens
+        shrinks).
 
-    **Defaults** (measured on one Fig. 3 panel, n = d = 32, 1024 realisations; see
-    ``benchmarks/RESULTS_phase.md``): rtol = 1e-3, atol = 1e-6 give |ΔP| ≤ 0.002 (mean 2e-5)
-    against a rtol = 1e-10 reference, against 0.40 (mean 0.017) for the authors' Euler scheme.
-    The step count is limited by stability more than by accuracy here, so rtol = 1e-2 saves
-    little time for a 10× larger error, and rtol = 1e-5 costs about 2×. float32 (``dtype``)
-    gives the same P (the threshold test D_ij ≤ δ is well conditioned) at about half the
-    float64 cost; float32 tolerances are clamped to rtol ≥ 1e-5, atol ≥ 1e-6.
+        **Defaults** (measured on one Fig. 3 panel, n = d = 32, 1024 realisations; see
+        ``benchmarks/RESULTS_phase.md``): rtol = 1e-3, atol = 1e-6 give |ΔP| ≤ 0.002 (mean 2e-5)
+        against a rtol = 1e-10 reference, against 0.40 (mean 0.017) for the authors' Euler scheme.
+        The step count is limited by stability more than by accuracy here, so rtol = 1e-2 saves
+        little time for a 10× larger error, and rtol = 1e-5 costs about 1.5× more. float32
+        (``dtype``) gives the same P (the threshold test D_ij ≤ δ is well conditioned) at about
+        half the float64 cost; float32 tolerances are clamped to rtol ≥ 1e-5, atol ≥ 1e-6.
 
-    Args:
-        key: PRNG key.
-        n, d: tokens and dimension.
-        betas: 1-d array of β ≥ 0. ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
-        realizations: number of independent systems.
-        delta: clustering threshold δ.
-        normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
-        ensemble: an :class:`AttentionEnsemble` (e.g. ``FIG5_ENSEMBLES["a"]``); None is
-            Q = K = V = I.
-        shared_weights: one (B, V) draw for all systems instead of one per system.
-        chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
-        beta_block: β values per compiled call.
-        slots: systems integrated side by side in a call (memory ∝ slots × n × m; refilled
-            slots/8 at a time). 64 keeps a call's working set small enough for the CPU caches.
-        rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
-        dtype: float dtype (default: JAX's default float).
-        progress: show a tqdm bar over chunks.
+        Args:
+            key: PRNG key.
+            n, d: tokens and dimension.
+            betas: 1-d array of β ≥ 0. ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
+            realizations: number of independent systems.
+            delta: clustering threshold δ.
+            normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
+            ensemble: an :class:`AttentionEnsemble` (e.g. ``FIG5_ENSEMBLES["a"]``); None is
+                Q = K = V = I.
+            shared_weights: one (B, V) draw for all systems instead of one per system.
+            chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
+            beta_block: β values per compiled call.
+            slots: systems integrated side by side in a call (memory ∝ slots × n × m; refilled
+                slots/8 at a time); 128 (with chunk_size 256) measured fastest on a 2-core CPU.
+            rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
+            dtype: float dtype (default: JAX's default float).
+            progress: show a tqdm bar over chunks.
 
-    Returns:
-        (len(betas), len(ts)) array.
+        Returns:
+            (len(betas), len(ts)) array.
 
-    Example:
-        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> P = af.phase_diagram(jr.key(0), n=4, d=64, betas=[0.5, 8.0], ts=[0.0, 3.0, 30.0],
-        ...                      realizations=8, progress=False)
-        >>> P.shape, float(P[0, 0]), float(P[0, -1])
-        ((2, 3), 0.0, 1.0)
+        Example:
+            >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+            >>> P = af.phase_diagram(jr.key(0), n=4, d=64, betas=[0.5, 8.0], ts=[0.0, 3.0, 30.0],
+            ...                      realizations=8, progress=False)
+            >>> P.shape, float(P[0, 0]), float(P[0, -1])
+            ((2, 3), 0.0, 1.0)
     """
     n = _positive_int(n, "n")
     if n < 2:
