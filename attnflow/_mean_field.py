@@ -141,9 +141,9 @@ def von_mises_fisher_mixture(
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> x = af.von_mises_fisher_mixture(jr.key(0), jnp.eye(3), jnp.array([5.0, 5.0, 5.0]), 64)
+        >>> x = af.von_mises_fisher_mixture(jr.key(0), jnp.eye(3), jnp.array([5.0, 5.0, 5.0]), 1000)
         >>> x.shape
-        (64, 3)
+        (1000, 3)
     """
     means = jnp.asarray(means)
     kappas = jnp.asarray(kappas)
@@ -227,7 +227,7 @@ def sliced_wasserstein(
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> x = af.random_tokens(jr.key(0), 100, 3)
-        >>> y = af.random_tokens(jr.key(2), 200, 3)
+        >>> y = af.random_tokens(jr.key(2), 100, 3)
         >>> round(float(af.sliced_wasserstein(jr.key(1), x, x)), 6)
         0.0
         >>> 0.01 < float(af.sliced_wasserstein(jr.key(1), x, y)) < 0.5

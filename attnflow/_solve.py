@@ -103,6 +103,8 @@ def solve(
     dtype = jnp.result_type(x0)
     if jnp.finfo(dtype).bits < 64:
         rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+    # As arrays the tolerances are traced, not static: another tolerance reuses the compiled solve.
+    rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
     # diffrax promotes y to the time dtype: keep times in the tokens' precision.
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     if dt0 is not None:

@@ -17,12 +17,15 @@ from attnflow._mean_field import _quantile_distance
 
 quantile_distance = jax.jit(_quantile_distance, static_argnums=4)
 
+# One sample size for every vMF test: the sampler compiles once per dimension d, not per test.
+SAMPLES = 20_000
+
 
 @pytest.mark.parametrize("d, kappa", [(2, 1.0), (3, 5.0), (5, 0.5), (10, 200.0)])
 def test_vmf_mean_cosine_is_the_bessel_ratio(d, kappa):
     """E⟨x, μ⟩ = I_{d/2}(κ) / I_{d/2−1}(κ), within 4 Monte Carlo standard errors."""
     mean = jnp.zeros(d).at[1].set(1.0)
-    x = np.asarray(af.von_mises_fisher(jr.key(d), mean, kappa, 20_000))
+    x = np.asarray(af.von_mises_fisher(jr.key(d), mean, kappa, SAMPLES))
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-12)
     cosines = x[:, 1]
     expected = ive(d / 2, kappa) / ive(d / 2 - 1, kappa)
@@ -31,7 +34,7 @@ def test_vmf_mean_cosine_is_the_bessel_ratio(d, kappa):
 
 def test_vmf_zero_concentration_is_uniform():
     """E x = 0 and E x xᵀ = I/d for the uniform law on S^{d-1}."""
-    d, n = 4, 20_000
+    d, n = 5, SAMPLES
     x = np.asarray(af.von_mises_fisher(jr.key(0), jnp.ones(d), 0.0, n))
     assert np.max(np.abs(x.mean(axis=0))) < 4 * np.sqrt(1 / d / n)
     second = x.T @ x / n
@@ -42,7 +45,7 @@ def test_vmf_zero_concentration_is_uniform():
 def test_vmf_mixture_proportions():
     """Concentrated, well-separated components: each sample is near its component's mean."""
     probs = jnp.array([0.6, 0.3, 0.1])
-    n = 10_000
+    n = SAMPLES
     x = np.asarray(af.von_mises_fisher_mixture(jr.key(1), jnp.eye(3), jnp.full(3, 500.0), n, probs))
     counts = np.bincount(np.argmax(x, axis=1), minlength=3) / n
     se = np.sqrt(np.asarray(probs) * (1 - np.asarray(probs)) / n)
@@ -76,17 +79,17 @@ def test_sliced_wasserstein_of_two_diracs():
 
 
 def test_sliced_wasserstein_weights_and_symmetry():
+    # n = 7 against m = 8 (untied CDF levels); duplicating a point gives m = m = 8 (every level
+    # tied), so the shapes (7, 8), (8, 7) and (8, 8) cover both cases with three compilations.
     x = af.random_tokens(jr.key(4), 7, 3)
-    y = af.random_tokens(jr.key(5), 11, 3)
+    y = af.random_tokens(jr.key(5), 8, 3)
     key = jr.key(6)
     w = jnp.ones(7).at[2].set(2.0)
     weighted = af.sliced_wasserstein(key, x, y, x_weights=w)
     duplicated = af.sliced_wasserstein(key, jnp.concatenate([x, x[2:3]]), y)
     np.testing.assert_allclose(weighted, duplicated, rtol=1e-12)
-    np.testing.assert_allclose(
-        af.sliced_wasserstein(key, x, y), af.sliced_wasserstein(key, y, x), rtol=1e-12
-    )
-    assert float(af.sliced_wasserstein(key, x, x)) < 1e-7  # √(rounding of the CDFs)
+    np.testing.assert_allclose(af.sliced_wasserstein(key, y, x, y_weights=w), weighted, rtol=1e-12)
+    assert float(af.sliced_wasserstein(key, y, y)) < 1e-7  # √(rounding of the CDFs)
 
 
 def test_bad_inputs():

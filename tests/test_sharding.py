@@ -1,5 +1,6 @@
 """Sharded solves equal single-device solves (conftest gives 4 host CPU devices)."""
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -16,30 +17,45 @@ def _mesh(devices: int) -> Mesh:
     return Mesh(np.asarray(jax.devices()[:devices]), ("devices",))
 
 
+# Both ensemble tests share one shape (6 members, 5 tokens in R^3, per-member weights, the same
+# save times), so one compiled vmap(solve) serves as the reference for both.
+MEMBERS, TS = 6, jnp.array([0.5, 2.0])
+
+
+@eqx.filter_jit
+def _vmapped_reference(fields, x0, weights):
+    """The unsharded result: plain vmap of attnflow.solve over members (fields batched)."""
+    return eqx.filter_vmap(lambda f, x, w: af.solve(f, x, TS[-1], ts=TS, args=w).ys)(
+        fields, x0, weights
+    )
+
+
+def _ensemble(seed):
+    k = jr.split(jr.key(seed))
+    x0 = af.random_tokens(k[0], 5, 3, batch_shape=(MEMBERS,))
+    return x0, jr.uniform(k[1], (MEMBERS, 5), minval=0.2, maxval=1.0)
+
+
 def test_sharded_ensemble_shared_field_two_devices():
-    x0 = af.random_tokens(jr.key(0), 5, 3, batch_shape=(4,))
+    x0, weights = _ensemble(0)
     field = af.SelfAttention(2.0)
-    ts = jnp.array([1.0, 3.0])
-    sol = af.sharded_ensemble_solve(field, x0, 3.0, ts=ts, mesh=_mesh(2))
-    ref = jax.vmap(lambda x: af.solve(field, x, 3.0, ts=ts).ys)(x0)
-    assert sol.ys.shape == (4, 2, 5, 3)
+    sol = af.sharded_ensemble_solve(field, x0, TS[-1], ts=TS, args=weights, mesh=_mesh(2))
+    ref = _vmapped_reference(eqx.filter_vmap(af.SelfAttention)(jnp.full(MEMBERS, 2.0)), x0, weights)
+    assert sol.ys.shape == (MEMBERS, 2, 5, 3)
     assert sol.ys.sharding.num_devices == 2
     np.testing.assert_allclose(sol.ys, ref, rtol=0, atol=1e-12)
-    assert bool(jnp.all(sol.result == af.solve(field, x0[0], 1.0).result))
+    assert bool(jnp.all(sol.result == diffrax.RESULTS.successful))
 
 
 def test_sharded_ensemble_batched_field_and_weights_four_devices():
     """Six members (not a multiple of 4: padded), one β and one weight vector per member."""
-    betas = jnp.array([0.5, 1.0, 2.0, 3.0, 4.0, 5.0])
-    x0 = af.random_tokens(jr.key(1), 5, 3, batch_shape=(6,))
-    weights = jr.uniform(jr.key(2), (6, 5), minval=0.2, maxval=1.0)
-    fields = eqx.filter_vmap(lambda b: af.SelfAttention(b))(betas)
+    x0, weights = _ensemble(1)
+    fields = eqx.filter_vmap(af.SelfAttention)(jnp.array([0.5, 1.0, 2.0, 3.0, 4.0, 5.0]))
     sol = af.sharded_ensemble_solve(
-        fields, x0, 2.0, args=weights, batched_field=True, mesh=_mesh(4)
+        fields, x0, TS[-1], ts=TS, args=weights, batched_field=True, mesh=_mesh(4)
     )
-    ref = eqx.filter_vmap(lambda f, x, w: af.solve(f, x, 2.0, args=w).ys)(fields, x0, weights)
-    assert sol.ys.shape == (6, 1, 5, 3)
-    np.testing.assert_allclose(sol.ys, ref, rtol=0, atol=1e-12)
+    assert sol.ys.shape == (MEMBERS, 2, 5, 3)
+    np.testing.assert_allclose(sol.ys, _vmapped_reference(fields, x0, weights), rtol=0, atol=1e-12)
 
 
 def test_sharded_single_system_two_devices():
