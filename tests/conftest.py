@@ -4,6 +4,12 @@ four host devices for the sharding tests. Float32 behaviour is tested with expli
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The suite compiles hundreds of small programs and runs each briefly: XLA's LLVM optimisation
+# passes cost more compile time than they save (measured: 21-40% less CPU per test file).
+# Comparisons between two code paths compile both with the same flags.
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+).strip()
 
 import jax  # noqa: E402
 
