@@ -12,7 +12,8 @@ computed for n = 128 (MATH.md §9, §11.7). Solves are adaptive DP5(4) with erro
 not the authors' Euler steps of 0.1, which cluster 5–10% late (|ΔP| up to 0.4).
 
 Presets: ``quick`` (seconds, two small panels), ``default`` (one panel, d = 32,
-90 β × 100 t × 512 realisations: about 20 s on two cores) and ``full`` (paper resolution, six panels).
+90 β × 100 t × 512 realisations: about 20 s on two cores) and ``full`` (paper resolution,
+six panels).
 """
 
 import os
