@@ -5,7 +5,9 @@ Every device runs its own diffrax loop (``check_vma=False``: no step of the loop
 communicated except what the code below asks for). On CPU, several host devices come from
 ``jax.config.update("jax_num_cpu_devices", 4)``; on a multi-GPU machine or a cluster the same
 calls run unchanged once ``jax.distributed.initialize()`` has made every device visible
-(docs/distributed.md).
+(docs/distributed.md). Both compile once per mesh, field structure (type, static fields, shapes,
+dtypes), shapes and solver settings: a sweep over x0, β, Q, K, V, weights or t1 reuses the
+compiled program (Python-scalar settings such as ``rtol`` of the ensemble or ``dt0`` are static).
 """
 
 import diffrax
@@ -17,7 +19,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float
 
 from ._blocked import DEFAULT_BLOCK_SIZE, blocked_attention
-from ._check import check_shape_tokens, check_weights
+from ._check import check_shape_tokens
 from ._field import MultiHeadAttention, SelfAttention, _weights_from_args
 from ._solve import solve
 from ._sphere import project_tangent
@@ -87,18 +89,32 @@ def sharded_ensemble_solve(
             f"x0: expected an ensemble of shape (batch, n, d), got shape {jnp.shape(x0)}"
         )
     check_shape_tokens(x0[0], "x0[0]")
-    mesh, axis = _mesh_and_axis(mesh)
+    mesh, _ = _mesh_and_axis(mesh)
+    solve_kwargs.setdefault("throw", False)
+    # t1 in the tokens' dtype, as solve takes it: a Python float and an array hit one program.
+    t1 = jnp.asarray(t1, jnp.result_type(x0))
+    return _ensemble_program(field, x0, t1, args, solve_kwargs, batched_field, mesh)
+
+
+@eqx.filter_jit
+def _ensemble_program(field, x0, t1, args, solve_kwargs, batched_field, mesh):
+    # Module-level and jitted on the static parts only (mesh, field structure, settings): a
+    # repeated call with new x0, β, Q, K, V or args reuses the compiled program.
+    axis = mesh.axis_names[0]
     batch = x0.shape[0]
     pad = (-batch) % mesh.devices.size
-    solve_kwargs.setdefault("throw", False)
     params, static = eqx.partition(field, eqx.is_array)
+    shared, shared_static = eqx.partition((t1, solve_kwargs), eqx.is_array)
     field_spec = P(axis) if batched_field else P()
     if batched_field:
         params = _pad_leading(params, pad)
 
-    def on_device(x0_local, params_local, args_local):
+    def on_device(x0_local, params_local, args_local, shared_local):
+        t1_local, kwargs = eqx.combine(shared_local, shared_static)
+
         def one(x0_i, params_i, args_i):
-            return solve(eqx.combine(params_i, static), x0_i, t1, args=args_i, **solve_kwargs)
+            field_i = eqx.combine(params_i, static)
+            return solve(field_i, x0_i, t1_local, args=args_i, **kwargs)
 
         return jax.vmap(one, in_axes=(0, 0 if batched_field else None, 0))(
             x0_local, params_local, args_local
@@ -107,10 +123,10 @@ def sharded_ensemble_solve(
     sol = jax.shard_map(
         on_device,
         mesh=mesh,
-        in_specs=(P(axis), field_spec, P(axis)),
+        in_specs=(P(axis), field_spec, P(axis), P()),
         out_specs=P(axis),
         check_vma=False,
-    )(_pad_leading(x0, pad), params, _pad_leading(args, pad))
+    )(_pad_leading(x0, pad), params, _pad_leading(args, pad), shared)
     return jax.tree.map(lambda a: a[:batch], sol)
 
 
@@ -191,31 +207,43 @@ def sharded_solve(
         >>> bool(jnp.allclose(sol.ys, ref.ys, atol=1e-6))
         True
     """
-    heads = _heads(field)
+    _heads(field)  # validates the field before any tracing
     check_shape_tokens(x0, "x0")
     if "stepsize_controller" in solve_kwargs:
         raise ValueError(
             "stepsize_controller: sharded_solve builds its own (a PID controller whose error "
             "norm is reduced across devices); pass rtol and atol instead"
         )
-    mesh, axis = _mesh_and_axis(mesh)
+    mesh, _ = _mesh_and_axis(mesh)
+    n = x0.shape[0]
+    weights = _weights_from_args(args, n)
+    dtype = jnp.result_type(x0)
+    if jnp.finfo(dtype).bits < 64:
+        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+    # As arrays (the way solve takes them) t1 and the tolerances are traced, not static.
+    t1, rtol, atol = (jnp.asarray(a, dtype) for a in (t1, rtol, atol))
+    return _single_program(field, x0, t1, weights, rtol, atol, solve_kwargs, mesh)
+
+
+@eqx.filter_jit
+def _single_program(field, x0, t1, weights, rtol, atol, solve_kwargs, mesh):
+    # Jitted on the static parts only, as _ensemble_program.
+    axis = mesh.axis_names[0]
     n, d = x0.shape
     devices = mesh.devices.size
     n_local = -(-n // devices)
     pad = n_local * devices - n
-    dtype = jnp.result_type(x0)
-    weights = _weights_from_args(args, n)
+    dtype = x0.dtype
     if weights is None:
         weights = jnp.full((n,), 1.0 / n, dtype=dtype)
-    else:
-        weights = check_weights(weights, n, "args (weights)")
     weights = jnp.concatenate([jnp.asarray(weights, dtype), jnp.zeros((pad,), dtype)])
     real = jnp.arange(n + pad) < n
     x0 = jnp.concatenate([x0, jnp.repeat(x0[:1], pad, axis=0)])
-    if jnp.finfo(dtype).bits < 64:
-        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+    shared, shared_static = eqx.partition((field, t1, weights, solve_kwargs), eqx.is_array)
 
-    def on_device(x0_local, real_local):
+    def on_device(x0_local, real_local, shared_local):
+        field_local, t1_local, weights_local, kwargs = eqx.combine(shared_local, shared_static)
+        heads = _heads(field_local)
         offset = jax.lax.axis_index(axis) * n_local
 
         def norm(error):
@@ -227,17 +255,17 @@ def sharded_solve(
 
         def local_field(t, x_local, _):
             x_all = jax.lax.all_gather(x_local, axis, tiled=True)
-            return _local_attention(heads, x_local, x_all, weights, offset)
+            return _local_attention(heads, x_local, x_all, weights_local, offset)
 
         controller = diffrax.PIDController(rtol=rtol, atol=atol, norm=norm)
-        sol = solve(local_field, x0_local, t1, stepsize_controller=controller, **solve_kwargs)
+        sol = solve(local_field, x0_local, t1_local, stepsize_controller=controller, **kwargs)
         return sol.ys, eqx.tree_at(lambda s: s.ys, sol, None)
 
     ys, rest = jax.shard_map(
         on_device,
         mesh=mesh,
-        in_specs=(P(axis), P(axis)),
+        in_specs=(P(axis), P(axis), P()),
         out_specs=(P(None, axis), P()),
         check_vma=False,
-    )(x0, real)
+    )(x0, real, shared)
     return eqx.tree_at(lambda s: s.ys, rest, ys[:, :n], is_leaf=lambda a: a is None)

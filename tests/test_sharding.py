@@ -109,3 +109,60 @@ def test_bad_inputs():
     mesh2d = Mesh(np.asarray(jax.devices()[:4]).reshape(2, 2), ("a", "b"))
     with pytest.raises(ValueError, match="mesh: expected a one-axis"):
         af.sharded_solve(af.SelfAttention(1.0), x0, 1.0, mesh=mesh2d)
+
+
+def _compilations(fn, *args, **kwargs):
+    """Run ``fn(*args, **kwargs)``; return its result and the names of the XLA compilations it
+    triggered."""
+    names = []
+
+    def listener(event, duration_secs, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            names.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        result = jax.block_until_ready(fn(*args, **kwargs))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    return result, names
+
+
+def test_repeated_calls_reuse_the_compiled_program():
+    """A parameter sweep compiles once: new x0, β, Q, K, V, weights and t1 only change inputs.
+
+    Each sharded call runs twice with the same shapes and settings but new values; the second
+    run must compile nothing (before the fix every call compiled its shard_map afresh)."""
+    mesh = _mesh(4)
+    for seed, betas, t1 in (
+        (1, [0.5, 1.0, 2.0, 3.0, 4.0, 5.0], 2.5),
+        (2, [6, 0.1, 1.5, 2.5, 0, 3.5], 2.0),
+    ):
+        x0, weights = _ensemble(seed)
+        fields = eqx.filter_vmap(af.SelfAttention)(jnp.asarray(betas, float))
+        sol, compiled = _compilations(
+            af.sharded_ensemble_solve,
+            fields,
+            x0,
+            t1,
+            ts=TS,
+            args=weights,
+            batched_field=True,
+            mesh=mesh,
+        )
+    assert compiled == []
+    np.testing.assert_allclose(sol.ys, _vmapped_reference(fields, x0, weights), rtol=0, atol=1e-12)
+
+    for seed, t1 in ((3, 2.0), (7, 1.5)):
+        k = jr.split(jr.key(seed), 6)
+        x0 = af.random_tokens(k[0], 9, 4)
+        Q, K = jr.normal(k[1], (2, 4)) / 2, jr.normal(k[2], (2, 4)) / 2
+        V = jnp.eye(4) + 0.3 * jr.normal(k[3], (4, 4))
+        w = jr.uniform(k[4], (9,), minval=0.2, maxval=1.0)
+        field = af.SelfAttention(jr.uniform(k[5], minval=0.5, maxval=2.0), Q, K, V)
+        ts = jnp.array([0.5, t1])
+        sol, compiled = _compilations(af.sharded_solve, field, x0, t1, ts=ts, args=w, mesh=mesh)
+    assert compiled == []
+    np.testing.assert_allclose(
+        sol.ys, af.solve(field, x0, t1, ts=ts, args=w).ys, rtol=0, atol=1e-12
+    )
