@@ -55,6 +55,32 @@ def test_matches_independent_solves(normalization):
     assert P[0, 0] == 0 and P[0, -1] == 1
 
 
+def test_many_save_times_per_step_and_coincident_tokens():
+    """Saves in steps where pairs change status (interpolated) and where none does (held), on a
+    grid with many save times per step; two coincident tokens (D_ij = 0, log D_ij = −inf at
+    the start) stay one point and count as clustered throughout."""
+    x0 = np.array(af.random_tokens(jr.key(7), 6, 8, (3,)))
+    x0[0, 1] = x0[0, 0]
+    ts = np.linspace(0.0, 16.0, 161)
+    P = np.asarray(
+        af.phase_diagram_from_tokens(x0, betas=[0.5, 4.0], ts=ts, rtol=1e-9, atol=1e-11, **SMALL)
+    )
+    ref = np.array([np.mean([scipy_fraction(x, b, ts) for x in x0], axis=0) for b in (0.5, 4.0)])
+    assert np.isfinite(P).all()
+    assert np.abs(P - ref).max() <= 1 / 90 + 1e-12  # one pair of one system (3 × 30 pairs)
+    assert P[:, 0].min() >= 2 / 90  # the coincident pair, both orders, from t = 0
+
+
+def test_log_and_plain_distance_forms_agree():
+    """float32 with δ below the log form's floor (16 × 100 eps) runs in plain distances D."""
+    x0 = af.bartlett_tokens(jr.key(8), 6, 64, (8,))
+    kw = dict(betas=[0.5, 3.0], ts=TS, delta=1e-4, **SMALL)
+    plain = af.phase_diagram_from_tokens(x0.astype(jnp.float32), **kw)
+    logarithmic = af.phase_diagram_from_tokens(x0, rtol=1e-8, atol=1e-10, **kw)
+    assert np.abs(np.asarray(plain) - np.asarray(logarithmic)).max() <= 0.05
+    assert float(plain[0, -1]) == 1.0 and float(plain[0, 0]) == 0.0
+
+
 def test_span_reduction_matches_full_dimension():
     x0 = af.random_tokens(jr.key(2), 6, 8, (4,))
     kw = dict(betas=[1.0, 6.0], ts=TS, rtol=1e-9, atol=1e-11, **SMALL)
