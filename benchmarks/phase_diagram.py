@@ -12,9 +12,10 @@ Timing:
   ``--numpy-betas`` values of β and multiplied up to 90.
 Accuracy: every method on the first ``--accuracy-realizations`` systems of that β sample against
 attnflow at float64, rtol = 1e-10 (itself checked against per-system diffrax Tsit5 solves at
-rtol = 1e-10). The six-panel figure: the d = 2 (coordinates) and d = 8 (distance form) panels
-timed on the β sample, the four d ≥ 32 panels cost what d = 32 costs (distance form, whose cost
-does not depend on d; checked on d = 1024).
+rtol = 1e-10). The six-panel figure: the d = 2 (coordinates) and d = 8 (log-distance form)
+panels timed on the β sample, the four d ≥ 32 panels cost what d = 32 costs (log-distance form,
+whose cost per step does not depend on d; checked on d = 1024). ``attnflow figure fig3 --full``
+times the six panels themselves.
 
 Run: ``python benchmarks/phase_diagram.py`` (a few minutes on 2 cores);
 ``--quick`` for a smoke test.
@@ -176,8 +177,8 @@ def main():
     errors = {name: attnflow_run(acc, sample, *cfg)() - ref for name, cfg in configs.items()}
     errors[euler] = np.stack([numpy_euler(acc, b, TS) for b in sample]) - ref
 
-    # Fig. 3 at paper resolution: d = 2 runs in coordinates, every d ≥ 3 in distance form
-    # (whose cost does not depend on d: checked on d = 8 and d = 1024).
+    # Fig. 3 at paper resolution: d = 2 runs in coordinates, every d ≥ 3 in log-distance form
+    # (whose cost per step does not depend on d: checked on d = 8 and d = 1024).
     panel = {}
     for d in (2, 8, 1024):
         y = af.bartlett_tokens(jax.random.key(d), N, d, (args.realizations,))

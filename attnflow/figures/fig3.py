@@ -13,7 +13,7 @@ not the authors' Euler steps of 0.1, which cluster 5–10% late (|ΔP| up to 0.4
 
 Presets: ``quick`` (seconds, two small panels), ``default`` (one panel, d = 32,
 90 β × 100 t × 512 realisations: about 20 s on two cores) and ``full`` (paper resolution,
-six panels).
+six panels: about 2 minutes on two cores).
 """
 
 import os
