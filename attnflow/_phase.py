@@ -3,7 +3,10 @@
 The engine integrates many independent systems with a batched Dormand–Prince 5(4) scheme (the
 tableau of scipy's ``RK45``; cubic Hermite output between steps), each system with its own adaptive
 step size and error control, so a system's trajectory does not depend on which other systems
-share its batch (results are invariant to ``chunk_size``, ``beta_block`` and ``slots``). The
+share its batch: in float64 results are bitwise invariant to ``chunk_size``, ``beta_block``
+and ``slots``; in float32 XLA may round a batched product differently for another batch shape,
+which moved P by at most 9e-4 (a d = 32 sample of 64 realisations × 9 β, below the
+integration error of 2e-3). The
 systems of one compiled call form a queue: ``slots`` of them are integrated side by side and a
 slot whose system has finished (reached the last save time, or clustered completely) is
 refilled from the queue, so cheap systems (small β, early clustering) never wait for expensive
@@ -636,9 +639,10 @@ def phase_diagram_from_tokens(
         Q, K, V: (d, d) matrices shared by all realisations, or (R, d, d) one per realisation;
             None is the identity. Only B = QᵀK enters.
         reduce: with V = I, simulate in an orthonormal basis of span{x_j(0)} (dimension
-            min(n, d); Gram form when Q = K = I). False integrates the tokens in R^d.
+            min(n, d); log-distances log(1 − ⟨x_i, x_j⟩) when Q = K = I and d ≥ 3). False
+            integrates the tokens in R^d.
         chunk_size, beta_block: systems per compiled call are chunk_size × beta_block; results
-            do not depend on them.
+            do not depend on them (float64; to rounding in float32, see the module docstring).
         slots: systems integrated side by side within a call (see :func:`phase_diagram`).
         rtol, atol, max_steps: per-system error control of the DP5(4) integrator; max_steps
             counts the (accepted and rejected) steps of one system.
@@ -706,10 +710,10 @@ def phase_diagram_from_tokens(
         n=n,
     )
     if V is None and B is None and d == 2:
-        # On the circle the distance form's error control is too loose at the default
-        # tolerance (measured max |ΔP| 0.084 against 0.008 in coordinates, n = 32, float32,
-        # rtol 1e-3). For d ≥ 3 the distance form is both faster and as accurate (d = 8: 2×
-        # less wall time, max |ΔP| 0.003 against 0.008), although 2d coordinates cost fewer flops.
+        # On the circle the n × n forms drift off the rank-2 Gram matrices (n = 32, float32,
+        # rtol 1e-3: max |ΔP| 0.084 for distances, 0.075 for log-distances, against 0.008 in
+        # coordinates). For d ≥ 3 the log-distance form is faster than span coordinates
+        # (d = 8: 1.34 s against 1.53 s CPU on a 9-β sample) at max |ΔP| 0.007.
         return _run(x0, None, None, betas, ts, form="coords", early_stop=True, **common)
     if V is None and reduce:
         if B is None:
@@ -768,12 +772,13 @@ def phase_diagram(
         ``ensemble``) from ``jax.random.split(key)``-derived keys, and the *same* draws are used for
         every β (common random numbers: differences across β are not sampling noise). With
         ``shared_weights=True`` one (B, V) is drawn for all realisations. Results are deterministic
-        given ``key`` and do not depend on ``chunk_size``/``beta_block``.
+        given ``key`` and do not depend on ``chunk_size``/``beta_block`` (bitwise in float64; in
+        float32 to rounding, see the module docstring of ``attnflow._phase``).
 
-        **Span reduction.** With V = I the flow stays in span{x_j(0)}: Q = K = I runs in Gram form
-        (n × n) with the Gram matrix sampled from the Bartlett factor (:func:`bartlett_tokens`), so
-        d = 1024 costs what d = n costs; other Q, K run in min(n, d) coordinates. General V runs
-        in R^d.
+        **Span reduction.** With V = I the flow stays in span{x_j(0)}: Q = K = I (d ≥ 3) runs in
+        log-distance form (n × n) with the Gram matrix sampled from the Bartlett factor
+        (:func:`bartlett_tokens`), so d = 1024 costs what d = n costs; other Q, K run in
+        min(n, d) coordinates. General V runs in R^d.
 
         **Solver.** Batched Dormand–Prince 5(4) with an adaptive step and error control per system
         (``rtol``, ``atol``; RMS norm over the system's state), cubic Hermite output at ``ts`` (from
