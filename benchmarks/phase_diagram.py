@@ -15,7 +15,7 @@ attnflow at float64, rtol = 1e-10 (itself checked against per-system diffrax Tsi
 rtol = 1e-10). The six-panel figure: the d = 2 (coordinates) and d = 8 (log-distance form)
 panels timed on the β sample, the four d ≥ 32 panels cost what d = 32 costs (log-distance form,
 whose cost per step does not depend on d; checked on d = 1024). ``attnflow figure fig3 --full``
-times the six panels themselves.
+times the six panels themselves, and so does ``--full-figure`` here.
 
 Run: ``python benchmarks/phase_diagram.py`` (a few minutes on 2 cores);
 ``--quick`` for a smoke test.
@@ -113,6 +113,11 @@ def main():
     parser.add_argument("--accuracy-realizations", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="tiny smoke test")
+    parser.add_argument(
+        "--full-figure",
+        action="store_true",
+        help="also time the six panels of `attnflow figure fig3 --full` (about 2 minutes)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.realizations, args.beta_stride, args.numpy_betas = 32, 30, 1
@@ -213,6 +218,20 @@ def main():
         f"d = 8: {panel[8][0]:.0f} s, d = 32: {panel[32][0]:.0f} s (measured), "
         f"d = 1024: {panel[1024][0]:.0f} s wall)"
     )
+    if args.full_figure:
+        from attnflow.figures import fig3
+
+        start = time.perf_counter()
+        cpu_start = time.process_time()
+        data = fig3.compute(fig3.PRESETS["full"], progress=False)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        per_panel = ", ".join(
+            f"d = {d}: {s:.1f} s" for d, s in zip(data["d"], data["seconds"], strict=True)
+        )
+        print(
+            f"Six panels measured (fig3 --full preset, compilation included): {wall:.0f} s wall, "
+            f"{cpu:.0f} s cpu ({per_panel})"
+        )
 
 
 if __name__ == "__main__":
