@@ -140,7 +140,7 @@ def _close(state, shape, form, delta):
 
 def _count(close, n):
     """Number of pairs i ≠ j marked in ``close`` (..., n²): a product with ones, which XLA's CPU
-    backend runs faster than a boolean reduction."""
+    backend runs faster than a boolean reduction (exact in float32 while n² < 2^24)."""
     ones = jnp.ones(close.shape[-1], jnp.float32)
     return (close.astype(jnp.float32) @ ones).astype(jnp.int32) - n
 
@@ -161,11 +161,14 @@ def _integrate(
     ``slots`` systems are integrated side by side, each with its own step size and error test,
     and a slot whose system is finished is refilled from the queue (``refill`` slots at a
     time), so systems with few steps do not wait for the slowest one. ``field(y, beta, p)`` and
-    ``count(y)`` act on a batch of slots; ``params`` holds per-realisation arrays gathered
-    into the slots. Returns the counts at ``ts`` summed over realisations (len(betas), T) and
-    the number of systems that hit ``max_steps``. A system whose count reaches ``full`` stops
-    and counts ``full`` at every later save time (valid for V = I: the cone spanned by the
-    tokens only shrinks, so a fully clustered system stays so); ``full=None`` disables this.
+    ``close(y)`` (per-pair clustered flags, see :func:`_close`) act on a batch of flat states
+    (slots, n·m); ``params`` holds per-realisation arrays gathered into the slots. Returns the
+    counts at ``ts`` summed over realisations (len(betas), T) and the number of systems that hit
+    ``max_steps``. A system whose count reaches ``full`` stops and counts ``full`` at every
+    later save time. This is exact for V = I and any attention weights A ≥ 0: m = min_{i≠j} G_ij
+    cannot decrease while m ≥ 0, since at a minimising pair each term of
+    Ġ_ij = Σ_k A_ik (G_kj − G_ik G_ij) + Σ_k A_jk (G_ki − G_jk G_ij) is ≥ m (1 − G_ik) ≥ 0, so a
+    fully clustered system (m ≥ 1 − δ) stays so. ``full=None`` disables this.
 
     Saves: a slot in which no pair changes status (``close``) between the ends of a step keeps
     its count at every save time inside the step (added through a difference array); only the
