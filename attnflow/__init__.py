@@ -8,20 +8,6 @@ interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794
 import importlib.metadata as _metadata
 
 from . import theory as theory
-from ._blocked import blocked_attention as blocked_attention
-from ._circle import (
-    circle_angles as circle_angles,
-    circle_energy as circle_energy,
-    circle_field as circle_field,
-    circle_tokens as circle_tokens,
-    torus_hessian as torus_hessian,
-)
-from ._critical import (
-    Classification as Classification,
-    CriticalPoint as CriticalPoint,
-    classify_critical_point as classify_critical_point,
-    find_critical_point as find_critical_point,
-)
 from ._diagnostics import (
     cluster_centers as cluster_centers,
     cluster_labels as cluster_labels,
@@ -37,30 +23,63 @@ from ._ensembles import (
     FIG5_ENSEMBLES as FIG5_ENSEMBLES,
     AttentionEnsemble as AttentionEnsemble,
 )
-from ._feedforward import (
+from ._fields._blocked import blocked_attention as blocked_attention
+from ._fields._feedforward import (
     FeedForward as FeedForward,
     TransformerBlock as TransformerBlock,
     lie_trotter_layers as lie_trotter_layers,
 )
-from ._field import (
+from ._fields._hardmax import (
+    HardmaxRescaledAttention as HardmaxRescaledAttention,
+    HardmaxSelfAttention as HardmaxSelfAttention,
+    hardmax as hardmax,
+)
+from ._fields._piecewise import PiecewiseConstant as PiecewiseConstant
+from ._fields._positional import (
+    PositionalAttention as PositionalAttention,
+    alibi_bias as alibi_bias,
+    alibi_slopes as alibi_slopes,
+    retrieval_profile as retrieval_profile,
+)
+from ._fields._pure import (
+    PureSelfAttention as PureSelfAttention,
+    RescaledSelfAttention as RescaledSelfAttention,
+    rescale as rescale,
+    residual_layers as residual_layers,
+    unrescale as unrescale,
+)
+from ._fields._self_attention import (
     AbstractField as AbstractField,
     GradientFlow as GradientFlow,
     MultiHeadAttention as MultiHeadAttention,
     SelfAttention as SelfAttention,
 )
-from ._hardmax import (
-    HardmaxRescaledAttention as HardmaxRescaledAttention,
-    HardmaxSelfAttention as HardmaxSelfAttention,
-    hardmax as hardmax,
+from ._fields._sinkhorn import (
+    SinkhornAttention as SinkhornAttention,
+    SinkhornEnergy as SinkhornEnergy,
+    sinkhorn_potentials as sinkhorn_potentials,
 )
-from ._hessian import (
+from ._landscape._circle import (
+    circle_angles as circle_angles,
+    circle_energy as circle_energy,
+    circle_field as circle_field,
+    circle_tokens as circle_tokens,
+    torus_hessian as torus_hessian,
+)
+from ._landscape._critical import (
+    Classification as Classification,
+    CriticalPoint as CriticalPoint,
+    classify_critical_point as classify_critical_point,
+    find_critical_point as find_critical_point,
+)
+from ._landscape._hessian import (
     hessian_extreme_eigenvalues as hessian_extreme_eigenvalues,
     hessian_vector_product as hessian_vector_product,
     riemannian_hessian as riemannian_hessian,
     rotation_orbit_basis as rotation_orbit_basis,
     tangent_basis as tangent_basis,
 )
-from ._landscape import (
+from ._landscape._survey import (
     LandscapeSurvey as LandscapeSurvey,
     SurveyPoint as SurveyPoint,
     configuration_signature as configuration_signature,
@@ -93,20 +112,6 @@ from ._phase import (
     phase_diagram as phase_diagram,
     phase_diagram_from_tokens as phase_diagram_from_tokens,
 )
-from ._piecewise import PiecewiseConstant as PiecewiseConstant
-from ._positional import (
-    PositionalAttention as PositionalAttention,
-    alibi_bias as alibi_bias,
-    alibi_slopes as alibi_slopes,
-    retrieval_profile as retrieval_profile,
-)
-from ._pure import (
-    PureSelfAttention as PureSelfAttention,
-    RescaledSelfAttention as RescaledSelfAttention,
-    rescale as rescale,
-    residual_layers as residual_layers,
-    unrescale as unrescale,
-)
 from ._random_weights import (
     StackedMultiHeadAttention as StackedMultiHeadAttention,
     random_multihead_attention as random_multihead_attention,
@@ -114,11 +119,6 @@ from ._random_weights import (
 from ._sharding import (
     sharded_ensemble_solve as sharded_ensemble_solve,
     sharded_solve as sharded_solve,
-)
-from ._sinkhorn_attention import (
-    SinkhornAttention as SinkhornAttention,
-    SinkhornEnergy as SinkhornEnergy,
-    sinkhorn_potentials as sinkhorn_potentials,
 )
 from ._solve import layers as layers, solve as solve
 from ._sphere import (

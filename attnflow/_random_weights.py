@@ -16,8 +16,8 @@ import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_beta, check_shape_tokens
-from ._field import AbstractField
-from ._piecewise import PiecewiseConstant
+from ._fields._piecewise import PiecewiseConstant
+from ._fields._self_attention import AbstractField
 from ._sphere import project_tangent
 
 

@@ -18,9 +18,9 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float
 
-from ._blocked import DEFAULT_BLOCK_SIZE, blocked_attention
 from ._check import check_shape_tokens
-from ._field import MultiHeadAttention, SelfAttention, _weights_from_args
+from ._fields._blocked import DEFAULT_BLOCK_SIZE, blocked_attention
+from ._fields._self_attention import MultiHeadAttention, SelfAttention, _weights_from_args
 from ._solve import solve
 from ._sphere import project_tangent
 

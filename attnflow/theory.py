@@ -3,12 +3,12 @@
 Functions are grouped by topic in private modules and re-exported here.
 """
 
-from ._circle import (
+from ._landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
     tau_star as tau_star,
 )
-from ._configurations import (
+from ._landscape._configurations import (
     KNOWN_SPECTRA as KNOWN_SPECTRA,
     cell600 as cell600,
     cross_polytope as cross_polytope,

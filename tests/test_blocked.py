@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-import attnflow._field as field_module
-from attnflow._blocked import AUTO_BLOCK_THRESHOLD
+import attnflow._fields._self_attention as field_module
+from attnflow._fields._blocked import AUTO_BLOCK_THRESHOLD
 
 N, D, K_ROWS = 23, 4, 2  # 23 is divisible by none of the block sizes below
 

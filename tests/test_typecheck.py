@@ -15,8 +15,8 @@ from jaxtyping import install_import_hook
 with install_import_hook("attnflow", "beartype.beartype"):
     import attnflow
 # The core modules every other module builds on (each doctest compiles afresh in this process).
-names = ["attnflow._sphere", "attnflow._energy", "attnflow._metric", "attnflow._field",
-         "attnflow._solve", "attnflow._diagnostics"]
+names = ["attnflow._sphere", "attnflow._energy", "attnflow._metric",
+         "attnflow._fields._self_attention", "attnflow._solve", "attnflow._diagnostics"]
 failed = 0
 for name in names:
     module = importlib.import_module(name)

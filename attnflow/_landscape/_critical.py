@@ -1,7 +1,7 @@
 """Critical points of energies on (S^{d-1})^n: Newton-type search and Hessian classification.
 
-Same conventions as :mod:`attnflow._hessian`: product round metric, ``weights`` handed to the
-energy (None: its default).
+Same conventions as :mod:`attnflow._landscape._hessian`: product round metric, ``weights``
+handed to the energy (None: its default).
 """
 
 from typing import Literal
@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from ._check import check_tokens, check_weights, is_traced
-from ._energy import AbstractEnergy
+from .._check import check_tokens, check_weights, is_traced
+from .._energy import AbstractEnergy
 from ._hessian import _orbit_frame, _riemannian_hessian, _tangent_basis
 
 Kind = Literal["local maximum", "local minimum", "strict saddle", "degenerate"]

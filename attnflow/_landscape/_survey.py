@@ -17,11 +17,11 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
+from .._diagnostics import count_clusters
+from .._energy import InteractionEnergy
+from .._fields._self_attention import SelfAttention
+from .._solve import layers
 from ._critical import classify_critical_point, find_critical_point
-from ._diagnostics import count_clusters
-from ._energy import InteractionEnergy
-from ._field import SelfAttention
-from ._solve import layers
 
 KINDS = ("local maximum", "local minimum", "strict saddle", "degenerate")
 

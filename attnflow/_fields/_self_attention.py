@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._check import check_beta, check_matrix, check_shape_tokens, check_weights
+from .._energy import AbstractEnergy
+from .._metric import AbstractMetric, riemannian_gradient
+from .._sphere import project_tangent
 from ._blocked import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, blocked_attention
-from ._check import check_beta, check_matrix, check_shape_tokens, check_weights
-from ._energy import AbstractEnergy
-from ._metric import AbstractMetric, riemannian_gradient
-from ._sphere import project_tangent
 
 
 class AbstractField(eqx.Module):

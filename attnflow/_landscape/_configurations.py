@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_shape_tokens
+from .._check import check_beta, check_shape_tokens
 
 _PHI = (1 + math.sqrt(5)) / 2
 

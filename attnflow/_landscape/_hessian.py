@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_tokens, check_weights
-from ._energy import AbstractEnergy
-from ._sphere import tangent
+from .._check import check_tokens, check_weights
+from .._energy import AbstractEnergy
+from .._sphere import tangent
 
 _CHUNK_ELEMENTS = 2**23
 

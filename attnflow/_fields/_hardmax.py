@@ -5,9 +5,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_shape_tokens, is_traced
-from ._field import AbstractField, SelfAttention
-from ._sphere import project_tangent
+from .._check import check_shape_tokens, is_traced
+from .._sphere import project_tangent
+from ._self_attention import AbstractField, SelfAttention
 
 
 def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batch n"]:

@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_matrix, check_shape_tokens, check_tokens
-from ._field import AbstractField
-from ._sphere import normalize, project_tangent
+from .._check import check_matrix, check_shape_tokens, check_tokens
+from .._sphere import normalize, project_tangent
+from ._self_attention import AbstractField
 
 
 class FeedForward(AbstractField):

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._check import check_weights
+from .._check import check_weights
 
 DEFAULT_BLOCK_SIZE = 512
 """Rows of queries and of keys handled together; a (block, block) tile is the largest temporary."""

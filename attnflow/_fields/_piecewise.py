@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._check import is_traced
-from ._field import AbstractField, SelfAttention
+from .._check import is_traced
+from ._self_attention import AbstractField, SelfAttention
 
 
 def _num_pieces_of(switch_times) -> int:

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import (
+from .._check import (
     check_beta,
     check_matrix,
     check_shape_tokens,
@@ -33,9 +33,9 @@ from ._check import (
     check_weights,
     is_traced,
 )
-from ._energy import AbstractEnergy, default_weights
-from ._field import AbstractField, SelfAttention
-from ._sphere import project_tangent
+from .._energy import AbstractEnergy, default_weights
+from .._sphere import project_tangent
+from ._self_attention import AbstractField, SelfAttention
 
 
 def _check_iterations(iterations, tolerance):

@@ -12,7 +12,7 @@ from typing import Literal
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._check import check_beta, is_traced
+from .._check import check_beta, is_traced
 
 
 def _check_angles(theta):

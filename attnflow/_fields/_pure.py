@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from ._check import check_matrix, check_shape_tokens, check_tokens
-from ._field import SelfAttention
+from .._check import check_matrix, check_shape_tokens, check_tokens
+from ._self_attention import SelfAttention
 
 
 def _value_matrix(V, name: str = "V"):

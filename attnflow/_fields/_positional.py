@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._check import check_shape_tokens, check_tokens, is_traced
-from ._field import AbstractField, SelfAttention
-from ._solve import solve
-from ._sphere import project_tangent
+from .._check import check_shape_tokens, check_tokens, is_traced
+from .._solve import solve
+from .._sphere import project_tangent
+from ._self_attention import AbstractField, SelfAttention
 
 
 def alibi_bias(n: int, slope, *, causal: bool = True, dtype=None) -> Float[Array, "n n"]:
