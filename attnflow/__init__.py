@@ -59,6 +59,11 @@ from ._fields._sinkhorn import (
     SinkhornEnergy as SinkhornEnergy,
     sinkhorn_potentials as sinkhorn_potentials,
 )
+from ._homogenized import (
+    HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
+    homogenized_phase_diagram as homogenized_phase_diagram,
+    solve_homogenized as solve_homogenized,
+)
 from ._landscape._circle import (
     circle_angles as circle_angles,
     circle_energy as circle_energy,

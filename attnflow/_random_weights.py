@@ -102,6 +102,7 @@ def random_multihead_attention(
     k: int | None = None,
     scaling: Literal["diffusive", "ode"] = "diffusive",
     value_mean=0.0,
+    fixed: dict | None = None,
     dtype=None,
 ) -> PiecewiseConstant:
     r"""Random deep multi-head attention: a :class:`PiecewiseConstant` stack of
@@ -141,6 +142,11 @@ def random_multihead_attention(
         k: rows of Q and K (head dimension); default d.
         scaling: ``"diffusive"`` or ``"ode"`` (above).
         value_mean: μ, the mean of V along the identity.
+        fixed: matrices held fixed in every layer and head instead of drawn, e.g.
+            ``{"Q": I, "K": I}`` (deterministic attention, random values: the model of
+            :func:`attnflow.solve_homogenized`). Keys among ``"Q"``, ``"K"`` (k × d) and ``"V"``
+            (d × d, used as given: ``value_mean`` and the scaling of V do not apply to it; the
+            scale c does). The other matrices are drawn as above, from the same key split.
         dtype: float dtype of the weights (default: JAX's default float).
 
     Example:
@@ -150,6 +156,11 @@ def random_multihead_attention(
         ((8, 4, 3, 3), 8)
         >>> af.layers(f, af.random_tokens(jr.key(1), 5, 3), 8, 1.0 / 8).shape
         (9, 5, 3)
+        >>> import jax.numpy as jnp
+        >>> g = af.random_multihead_attention(
+        ...     jr.key(0), 3, num_layers=8, num_heads=4, fixed={"Q": jnp.eye(3), "K": jnp.eye(3)})
+        >>> bool((g.field.Q == jnp.eye(3)).all())
+        True
     """
     L, H = int(num_layers), int(num_heads)
     if L < 1:
@@ -158,6 +169,24 @@ def random_multihead_attention(
         raise ValueError(f"num_heads: expected a positive integer, got {num_heads}")
     if int(d) < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
+    fixed = {} if fixed is None else dict(fixed)
+    if not set(fixed) <= {"Q", "K", "V"}:
+        raise ValueError(f"fixed: expected keys among 'Q', 'K', 'V', got {sorted(map(str, fixed))}")
+    fixed = {name: jnp.asarray(m) for name, m in fixed.items()}
+    if "V" in fixed and fixed["V"].shape != (int(d), int(d)):
+        raise ValueError(f"fixed['V']: expected shape {(int(d), int(d))}, got {fixed['V'].shape}")
+    for name in ("Q", "K"):
+        if name in fixed:
+            m = fixed[name]
+            if m.ndim != 2 or m.shape[1] != int(d):
+                raise ValueError(f"fixed[{name!r}]: expected shape (k, {int(d)}), got {m.shape}")
+            if k is None:
+                k = m.shape[0]
+            elif m.shape[0] != int(k):
+                raise ValueError(
+                    f"fixed[{name!r}]: expected {int(k)} rows (the head dimension k), got "
+                    f"shape {m.shape}"
+                )
     k = int(d) if k is None else int(k)
     if k < 1:
         raise ValueError(f"k: expected a positive head dimension, got {k}")
@@ -173,11 +202,20 @@ def random_multihead_attention(
     else:
         scale, mean = 1.0 / H, value_mean
     kq, kk, kv = jr.split(key, 3)
-    Q = jr.normal(kq, (L, H, k, d), dtype) / k**0.25
-    K = jr.normal(kk, (L, H, k, d), dtype) / k**0.25
-    V = mean * jnp.eye(d, dtype=dtype)[None, None] + jr.normal(kv, (L, H, d, d), dtype) / math.sqrt(
-        d
-    )
+    if "Q" in fixed:
+        Q = jnp.broadcast_to(fixed["Q"].astype(dtype), (L, H, k, d))
+    else:
+        Q = jr.normal(kq, (L, H, k, d), dtype) / k**0.25
+    if "K" in fixed:
+        K = jnp.broadcast_to(fixed["K"].astype(dtype), (L, H, k, d))
+    else:
+        K = jr.normal(kk, (L, H, k, d), dtype) / k**0.25
+    if "V" in fixed:
+        V = jnp.broadcast_to(fixed["V"].astype(dtype), (L, H, d, d))
+    else:
+        V = mean * jnp.eye(d, dtype=dtype)[None, None] + jr.normal(
+            kv, (L, H, d, d), dtype
+        ) / math.sqrt(d)
     stacked = eqx.filter_vmap(
         lambda q, kmat, v: StackedMultiHeadAttention(beta, q, kmat, v, scale)
     )(Q, K, V)

@@ -3,6 +3,12 @@
 Functions are grouped by topic in private modules and re-exported here.
 """
 
+from ._homogenized import (
+    homogenized_antipodal_rate as homogenized_antipodal_rate,
+    homogenized_collapse_probability as homogenized_collapse_probability,
+    homogenized_critical_beta as homogenized_critical_beta,
+    homogenized_pair_coefficients as homogenized_pair_coefficients,
+)
 from ._landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
