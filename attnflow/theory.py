@@ -38,3 +38,8 @@ from ._theory import (
     orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
     wendel as wendel,
 )
+from ._theory_kinetic import (
+    lost_in_the_middle_profile as lost_in_the_middle_profile,
+    lost_in_the_middle_threshold as lost_in_the_middle_threshold,
+    psi as psi,
+)
