@@ -1,0 +1,65 @@
+"""Griffe extension for attnflow's docstrings, applied when the API reference is built.
+
+- "Example:" (singular) becomes "Examples:", the title under which the Google parser renders
+  doctests as code;
+- Sphinx roles (:func:`normalize`) become cross-references when they name a public object;
+- repository pointers become links: "docs/maths.md §1.12" to the anchor ``math-1-12`` of the
+  maths page, "docs/NAME.md" to the page's top anchor, "docs/NAME.md#anchor" to that anchor.
+  Plain-text readers (``help``) see a path that exists in the repository.
+"""
+
+import importlib
+import re
+
+import griffe
+
+_SINGULAR = re.compile(r"^(\s*)Example:\s*$", re.MULTILINE)
+_ROLE = re.compile(r":(?:func|class|meth|attr|data|mod|obj):`~?([A-Za-z_][\w.]*)`")
+_MATHS = re.compile(r"docs/maths\.md §(\d+)(?:\.(\d+))?")
+_PAGE = re.compile(r"docs/([a-z_-]+)\.md(?:#([a-z0-9-]+))?")
+
+
+def math_anchor(section: str, subsection: str | None) -> str:
+    """The anchor of "§section.subsection" on the maths page (``math-1-12``, ``math-4``)."""
+    return f"math-{section}" + (f"-{subsection}" if subsection else "")
+
+
+def _public_identifier(name: str) -> str | None:
+    parts = name.removeprefix("attnflow.").split(".")
+    module = importlib.import_module("attnflow")
+    if parts[0] in ("theory", "plot") and len(parts) == 2:
+        module = importlib.import_module(f"attnflow.{parts[0]}")
+        parts = parts[1:]
+    if len(parts) == 1 and not parts[0].startswith("_") and hasattr(module, parts[0]):
+        return f"{module.__name__}.{parts[0]}"
+    return None
+
+
+def _role(match: re.Match) -> str:
+    name = match.group(1)
+    identifier = _public_identifier(name)
+    return f"[`{name}`][{identifier}]" if identifier else f"`{name}`"
+
+
+def _maths(match: re.Match) -> str:
+    section, subsection = match.group(1), match.group(2)
+    number = section + (f".{subsection}" if subsection else "")
+    return f"[Mathematics §{number}][{math_anchor(section, subsection)}]"
+
+
+def _page(match: re.Match) -> str:
+    page, anchor = match.group(1), match.group(2)
+    return f"[{match.group(0)}][{anchor or page}]"
+
+
+def rewrite(text: str) -> str:
+    text = _SINGULAR.sub(r"\1Examples:", text)
+    text = _ROLE.sub(_role, text)
+    text = _MATHS.sub(_maths, text)
+    return _PAGE.sub(_page, text)
+
+
+class AttnflowDocstrings(griffe.Extension):
+    def on_instance(self, *, obj, **kwargs):
+        if obj.docstring is not None:
+            obj.docstring.value = rewrite(obj.docstring.value)
