@@ -64,6 +64,7 @@ from ._homogenized import (
     homogenized_phase_diagram as homogenized_phase_diagram,
     solve_homogenized as solve_homogenized,
 )
+from ._kde import kde_mode_count as kde_mode_count, kde_modes as kde_modes
 from ._landscape._circle import (
     circle_angles as circle_angles,
     circle_energy as circle_energy,
