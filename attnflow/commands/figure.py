@@ -2,6 +2,7 @@
 
 import importlib
 import pathlib
+import sys
 import time
 
 from attnflow.figures import FIGURES
@@ -32,7 +33,13 @@ def run(args) -> int:
     module = importlib.import_module(FIGURES[args.name])
     params = dict(module.PRESETS[args.preset])
     start = time.perf_counter()
-    paths = module.make(params, pathlib.Path(args.out), args.seed)
+    from attnflow.pretrained import ModelNotInstalledError
+
+    try:
+        paths = module.make(params, pathlib.Path(args.out), args.seed)
+    except ModelNotInstalledError as error:  # the message gives the pip command
+        print(f"attnflow figure {args.name}: {error}", file=sys.stderr)
+        return 1
     print(f"{args.name} ({args.preset}) in {time.perf_counter() - start:.1f} s:")
     for path in paths:
         print(f"  wrote {path}")

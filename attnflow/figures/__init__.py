@@ -15,4 +15,6 @@ FIGURES: dict[str, str] = {
     "fig6": "attnflow.figures.fig6",
     "staircase": "attnflow.figures.staircase",
     "movie": "attnflow.figures.movie",
+    "fig1": "attnflow.figures.fig1",
+    "fig1-flow": "attnflow.figures.fig1_flow",
 }
