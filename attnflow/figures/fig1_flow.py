@@ -42,7 +42,7 @@ from attnflow.figures._output import write_outputs
 PRESETS = {
     "quick": {
         "model": "all-MiniLM-L6-v2",
-        "max_length": 16,
+        "max_length": 24,
         "fixed_layer": 0,
         "rtol": 1e-4,
         "atol": 1e-6,
