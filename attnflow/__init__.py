@@ -92,6 +92,12 @@ from ._landscape._survey import (
     survey_critical_points as survey_critical_points,
     symmetric_configurations as symmetric_configurations,
 )
+from ._limit_geometry import (
+    LimitGeometry as LimitGeometry,
+    ValueSpectrum as ValueSpectrum,
+    limit_geometry as limit_geometry,
+    value_spectrum as value_spectrum,
+)
 from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
 from ._mean_field import (
     sliced_wasserstein as sliced_wasserstein,

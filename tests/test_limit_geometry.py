@@ -1,0 +1,193 @@
+"""Limit geometries of GLPR23 (attnflow/_limit_geometry.py) on the authors' examples.
+
+Matrices and settings transcribed from clustering-Tformers.py of
+github.com/borjanG/2023-transformers (n = 20, x0 uniform on [−5, 5]^d, Q = K = I); the
+dynamics is integrated with diffrax at a tight tolerance to T = 10 (the authors use RK4,
+dt = 0.1, T = 5), where hardmax has set in.
+"""
+
+import functools
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import attnflow as af
+
+# The authors' value matrices.
+V_HYPERPLANES_2D = np.array([[0.64709742, 0.81911926], [0.61210449, 0.63263484]])
+V_HYPERPLANES_3D_NEG = np.array(  # "Re(l) < 0": the other two eigenvalues
+    [
+        [0.2362413, 0.0599536, 0.40506019],
+        [0.81321448, 0.49948705, 0.33754772],
+        [0.2160645, 0.38505272, 0.14588075],
+    ]
+)
+V_HYPERPLANES_3D_POS = np.array(  # "Re(l) > 0"
+    [
+        [0.18608476, 0.34391026, 0.13905949],
+        [0.35244288, 0.6694859, 0.39992145],
+        [0.46685606, 0.17094454, 0.42092308],
+    ]
+)
+V_CODIMENSION_K = np.array(  # symmetric, two positive eigenvalues, one negative
+    [
+        [0.92761287, 0.94333073, 0.3827744],
+        [0.94333073, 0.59991396, 0.47825472],
+        [0.3827744, 0.47825472, 0.46668605],
+    ]
+)
+V_PARANORMAL = np.diag([1.0, -0.5])
+V_ROTATION = np.array([[0.5, -1.0], [1.0, 0.5]])  # complex top pair: violates Thm 4.1
+
+T = 10.0
+
+
+@functools.partial(jax.jit, static_argnames="t1")
+def _rescaled(V, QK, x0, t1=T):
+    field = af.RescaledSelfAttention(1.0, QK, QK, V)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        0.0,
+        t1,
+        0.01,
+        x0,
+        stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
+        max_steps=20000,
+    )
+    return sol.ys[-1]
+
+
+def _authors_run(V, seed=0, QK=None):
+    V = np.asarray(V, dtype=float)
+    d = V.shape[0]
+    x0 = jr.uniform(jr.key(seed), (20, d), minval=-5.0, maxval=5.0, dtype=jnp.float64)
+    QK = np.eye(d) if QK is None else QK
+    return np.asarray(_rescaled(jnp.asarray(V), jnp.asarray(QK), x0))
+
+
+def test_identity_puts_every_token_on_a_hull_vertex():
+    for seed in (0, 1):
+        z = _authors_run(np.eye(2), seed)
+        g = af.limit_geometry(z, np.eye(2), t=T)
+        assert g.spectrum.gram_positive
+        assert g.on_vertex.all() and g.vertex_distance.max() < 1e-3
+        assert 3 <= g.hull_vertices.size <= 20
+    # A V outside the hypothesis leaves tokens on edges of the hull, not at its vertices.
+    z = _authors_run(V_PARANORMAL)
+    assert af.limit_geometry(z, V_PARANORMAL, t=T).vertex_distance.max() > 0.05
+
+
+@pytest.mark.parametrize("V", [V_HYPERPLANES_2D, V_HYPERPLANES_3D_NEG, V_HYPERPLANES_3D_POS])
+def test_authors_hyperplane_examples_reach_at_most_three_levels(V):
+    g = af.limit_geometry(_authors_run(V), V, t=T)
+    assert g.spectrum.top_simple_positive and g.spectrum.hyperplane_condition
+    # ψ₁ is the left eigenvector of the top eigenvalue.
+    lam = g.spectrum.eigenvalues[0].real
+    np.testing.assert_allclose(g.spectrum.psi1 @ V, lam * g.spectrum.psi1, atol=1e-12)
+    assert 2 <= g.num_levels <= 3
+    # Within a level ψ₁·z agrees to 1e-3 of the spread; across levels they are far apart.
+    s = _authors_run(V) @ g.spectrum.psi1
+    for k in range(g.num_levels):
+        assert np.ptp(s[g.level_labels == k]) < 1e-3 * np.ptp(s)
+    # The right eigenvector would not do: φ₁·z takes many values.
+    assert af.limit_geometry(_authors_run(V), V.T, t=T).num_levels > 3
+
+
+def test_a_value_matrix_violating_the_hypothesis_is_detected():
+    g = af.limit_geometry(_authors_run(V_ROTATION), V_ROTATION, t=T)
+    assert not g.spectrum.top_simple_positive and not g.spectrum.paranormal
+    assert g.num_levels > 3
+    # Random Gaussian V (seed 0: three draws satisfy Thm 4.1, three do not, two of those with a
+    # complex top pair): at most three levels exactly when the hypothesis holds.
+    rng = np.random.default_rng(0)
+    outcomes = []
+    for _ in range(6):
+        V = rng.normal(size=(2, 2))
+        g = af.limit_geometry(_authors_run(V), V, t=T)
+        assert (g.num_levels <= 3) == g.spectrum.hyperplane_condition
+        outcomes.append(g.spectrum.hyperplane_condition)
+    assert 0 < sum(outcomes) < 6
+
+
+def test_paranormal_polytope_times_subspace():
+    spec = af.value_spectrum(V_PARANORMAL)
+    assert spec.paranormal and spec.paranormal_lambda == 1.0
+    np.testing.assert_allclose(np.abs(spec.C[:, 0]), [1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(np.abs(spec.H[:, 0]), [0.0, 1.0], atol=1e-12)
+    z = _authors_run(V_PARANORMAL)
+    g = af.limit_geometry(z, V_PARANORMAL, t=T)
+    # C-coordinates at the two vertices of an interval; H-coordinates spread out.
+    assert np.nanmax(g.subspace_vertex_distance) < 1e-3
+    assert np.unique(np.round(g.subspace_coordinates[:, 0] / g.diameter, 3)).size == 2
+    assert np.ptp(z[:, 1]) > 1.0
+    # Not paranormal: a Jordan block, and a dominant eigenvalue that is negative.
+    assert not af.value_spectrum(np.array([[1.0, 1.0], [0.0, 1.0]])).paranormal
+    assert not af.value_spectrum(np.diag([0.5, -2.0])).paranormal
+    # Codimension-k (the authors' symmetric example): not Table 1's simple rows; it is still
+    # diagnosed (levels along ψ₁).
+    spec = af.value_spectrum(V_CODIMENSION_K)
+    assert (spec.eigenvalues.real > 0).sum() == 2 and spec.top_simple_positive
+
+
+def test_one_dimensional_attention_becomes_boolean_of_rank_at_most_two():
+    # d = 1 embedded in d = 2 exactly: Q = K = diag(1, 0) and z_2 ≡ 0.
+    P = np.diag([1.0, 0.0])
+    x0 = np.zeros((20, 2))
+    x0[:, 0] = np.asarray(jr.uniform(jr.key(4), (20,), minval=-5.0, maxval=5.0))
+    for v, boolean in ((1.0, True), (-1.0, False)):
+        V2 = np.diag([v, v])
+        z = np.asarray(_rescaled(jnp.asarray(V2), jnp.asarray(P), jnp.asarray(x0)))
+        assert np.abs(z[:, 1]).max() == 0.0
+        g = af.limit_geometry(z[:, :1], np.array([[v]]), t=T)
+        if boolean:
+            assert g.boolean_distance < 1e-6 and g.attention_rank <= 2
+            # rows attend to the largest z (z_i > 0) or to the smallest (z_i < 0)
+            leader = np.where(z[:, 0] > 0, np.argmax(z[:, 0]), np.argmin(z[:, 0]))
+            np.testing.assert_allclose(g.attention, np.eye(20)[leader], atol=1e-6)
+        else:  # V < 0: the logits fade, attention tends to uniform, far from Boolean
+            assert g.boolean_distance > 0.04
+
+
+def test_minus_identity_collapses_unscaled_tokens_to_the_origin():
+    # V = −I, Q = K = I: the mean decays like e^{−t} and the covariance C of the tokens obeys
+    # Ċ = −2C² + O(|x|⁴) (module docstring), so every eigenvalue of 2t·C(t) tends to 1: an
+    # algebraic collapse at the rate |x| ~ (2t)^{−1/2}. At β = 0 (uniform attention) the
+    # differences x_i − x_j are conserved: no collapse, which the check must reject.
+    x0 = jr.uniform(jr.key(2), (20, 2), minval=-5.0, maxval=5.0, dtype=jnp.float64)
+    t1 = 40.0
+    for beta in (1.0, 0.0):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(af.PureSelfAttention(beta, None, None, -jnp.eye(2))),
+            diffrax.Tsit5(),
+            0.0,
+            t1,
+            0.01,
+            x0,
+            stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
+        )
+        x = np.asarray(sol.ys[-1])
+        y = x - x.mean(axis=0)
+        scaled = np.linalg.eigvalsh(2 * t1 * y.T @ y / x.shape[0])
+        g = af.limit_geometry(x, -np.eye(2))
+        if beta > 0:
+            np.testing.assert_allclose(scaled, 1.0, atol=0.05)
+            assert np.linalg.norm(x.mean(axis=0)) < 1e-4
+            assert g.radius < 0.3 < 0.1 * float(jnp.linalg.norm(x0, axis=1).max())
+        else:
+            assert scaled.min() > 100 and g.radius > 1.0
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="V"):
+        af.limit_geometry(np.zeros((3, 2)), np.eye(3))
+    with pytest.raises(ValueError, match="V"):
+        af.value_spectrum(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="tol"):
+        af.limit_geometry(np.zeros((3, 2)), np.eye(2), tol=0.0)
+    with pytest.raises(ValueError, match="Q"):
+        af.value_spectrum(np.eye(2), Q=np.eye(3))
