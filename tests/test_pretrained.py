@@ -362,6 +362,13 @@ def test_bad_inputs(tiny, tmp_path):
         tiny["bert64"].hidden_states(TEXT, pad_to=4)
     with pytest.raises(ValueError, match="model"):
         pretrained.attention_field("bert", 0)
+    encoder = tiny["bert64"].encoder
+    with pytest.raises(ValueError, match=r"input_ids: ids must lie in \[0, 16\)"):
+        encoder(jnp.array([2, 16, 3]))
+    with pytest.raises(ValueError, match="token_type_ids"):
+        encoder(jnp.array([2, 5, 3]), jnp.array([0, 2, 0]))
+    with pytest.raises(ValueError, match="at most max_position_embeddings = 16"):
+        encoder(jnp.full(17, 5))
 
 
 def test_missing_model_package_names_the_pip_command(monkeypatch):

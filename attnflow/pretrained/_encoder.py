@@ -140,20 +140,43 @@ class Encoder(eqx.Module):
         *,
         schedule=None,
     ) -> Float[Array, "layers n d"]:
+        c = self.config
+        input_ids = _check_ids(input_ids, "input_ids", c.vocab_size)
         n = input_ids.shape[0]
-        if n > self.config.max_position_embeddings:
+        if n > c.max_position_embeddings:
             raise ValueError(
                 f"input_ids: at most max_position_embeddings = "
                 f"{self.config.max_position_embeddings} tokens, got {n}"
             )
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
+        token_type_ids = _check_ids(token_type_ids, "token_type_ids", c.type_vocab_size, n)
         if attention_mask is None:
             attention_mask = jnp.ones((n,), bool)
+        if jnp.shape(attention_mask) != (n,):
+            raise ValueError(
+                f"attention_mask: expected shape ({n},), got {jnp.shape(attention_mask)}"
+            )
         if schedule is None:
             schedule = range(self.config.num_hidden_layers)
         blocks = jnp.asarray([self.config.layer_block(int(i)) for i in schedule], jnp.int32)
         return _forward(self, input_ids, token_type_ids, attention_mask.astype(bool), blocks)
+
+
+def _check_ids(ids, name: str, size: int, n: int | None = None):
+    """(n,) integer ids in [0, size): ValueError now, or ``eqx.error_if`` under jit."""
+    ids = jnp.asarray(ids)
+    if ids.ndim != 1 or not jnp.issubdtype(ids.dtype, jnp.integer):
+        raise ValueError(f"{name}: expected a 1-d integer array, got {ids.dtype} {ids.shape}")
+    if n is not None and ids.shape[0] != n:
+        raise ValueError(f"{name}: expected {n} ids (one per token), got {ids.shape[0]}")
+    bad = (ids < 0) | (ids >= size)
+    message = f"{name}: ids must lie in [0, {size})"
+    if isinstance(ids, jax.core.Tracer):
+        return eqx.error_if(ids, jnp.any(bad), message)
+    if bool(jnp.any(bad)):
+        raise ValueError(f"{message}, got {ids[bad][:5].tolist()}")
+    return ids
 
 
 @eqx.filter_jit
