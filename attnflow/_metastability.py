@@ -1,0 +1,400 @@
+"""Dynamic metastability at large β: the time-rescaled staircase flow on the circle and the
+collision model of its merges (Geshkovski, Koubbi, Polyanskiy, Rigollet 2024; MATH.md §10).
+
+(USA) on the circle, paper (7.1), is the gradient ascent θ̇ = n∇E_β of the energy (7.4); its
+metastable plateaux last e^{β(1 − cos u)} (u the gap to the next cluster), so at β = 1000 no
+clock in physical time can follow it. The authors step instead in the arclength of the path:
+their ``time_rescale_3`` takes normalised gradient steps θ ← θ + η log β ∇φ/|∇φ|, so that after
+k steps s = kη is the arclength (in R^n, one coordinate per token) divided by log β. Along s
+the energy climbs a staircase in finite time. :func:`rescaled_staircase` integrates that flow,
+
+    dθ/ds = log β · g/|g|,   g_i = −Σ_j sin(θ_i − θ_j) e^{β(cos(θ_i − θ_j) − 1)} [/ Z_i for SA],
+
+exactly rather than by fixed steps:
+
+- g is evaluated with every exponential shifted by C = max β(cos(θ_i − θ_j) − 1) over pairs in
+  different clusters (the direction g/|g| does not depend on C), so it neither underflows nor
+  overflows for any β, however far apart the clusters are;
+- β(1 − cos u) is computed as 2β sin²(u/2) (no cancellation for small gaps);
+- adaptive Dormand–Prince 5(4) steps; two clusters whose gap satisfies 2β sin²(u/2) ≤ merge_tol
+  are merged (mass-weighted mean angle, which the two-body flow conserves), and the merge is
+  logged. In s two clusters meet at a finite s with constant speed, so the merge threshold costs
+  O(log(1/merge_tol)) steps and moves φ by at most 2 m_a m_b · merge_tol;
+- once one cluster is left (φ = 1) the flow stops: nothing divides 0 by 0 (the published script
+  does, and returns NaN after the last merge).
+
+:func:`collision_model` predicts the merge sequence from pairwise two-body merge times, and the
+merge positions in s from the arclength of two-body merges.
+"""
+
+import functools
+import math
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import ArrayLike
+
+# Dormand–Prince 5(4) tableau.
+_C = (0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0)
+_A = (
+    (),
+    (1 / 5,),
+    (3 / 40, 9 / 40),
+    (44 / 45, -56 / 15, 32 / 9),
+    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
+    (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84),
+)
+_B = (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0.0)
+_E = (
+    71 / 57600,
+    0.0,
+    -71 / 16695,
+    71 / 1920,
+    -17253 / 339200,
+    22 / 525,
+    -1 / 40,
+)
+
+
+def _half_gap(diff):
+    """2 sin²(Δ/2) = 1 − cos Δ without cancellation."""
+    return 2 * jnp.sin(0.5 * diff) ** 2
+
+
+def _direction(theta, labels, beta, log_beta, softmax):
+    diff = theta[:, None] - theta[None, :]
+    exponent = -beta * _half_gap(diff)
+    other = labels[:, None] != labels[None, :]
+    top = jnp.max(jnp.where(other, exponent, -jnp.inf))
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    # Same-cluster pairs contribute sin 0 = 0; masked so that e^{0 − top} cannot overflow.
+    weight = jnp.where(other, jnp.exp(jnp.where(other, exponent - top, 0.0)), 0.0)
+    pull = -jnp.sum(jnp.sin(diff) * weight, axis=1)
+    if softmax:
+        pull = pull / jnp.sum(jnp.exp(exponent), axis=1)
+    norm = jnp.linalg.norm(pull)
+    safe = jnp.where(norm > 0, norm, 1.0)
+    return jnp.where(norm > 0, log_beta * pull / safe, 0.0)
+
+
+def _energy(theta, beta):
+    diff = theta[:, None] - theta[None, :]
+    return jnp.mean(jnp.exp(-beta * _half_gap(diff)))
+
+
+def _levels(labels):
+    n = labels.shape[0]
+    masses = jnp.sum(labels[None, :] == jnp.arange(n)[:, None], axis=1) / n
+    return jnp.sum(masses**2), jnp.sum(masses > 0)
+
+
+@functools.partial(jax.jit, static_argnames=("max_steps", "softmax"))
+def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
+    n = theta0.shape[0]
+    dtype = theta0.dtype
+    log_beta = jnp.log(beta)
+    field = functools.partial(_direction, beta=beta, log_beta=log_beta, softmax=softmax)
+    rows = max_steps + n + 1
+
+    def record(c, index):
+        level, count = _levels(c["labels"])
+        level = level.astype(dtype)
+        return {
+            **c,
+            "s_path": c["s_path"].at[index].set(c["s"]),
+            "theta_path": c["theta_path"].at[index].set(c["theta"]),
+            "energy_path": c["energy_path"].at[index].set(_energy(c["theta"], beta)),
+            "level_path": c["level_path"].at[index].set(level),
+            "count_path": c["count_path"].at[index].set(count),
+            "rows": index + 1,
+        }
+
+    def mergeable(theta, previous, labels):
+        diff = theta[:, None] - theta[None, :]
+        close = beta * _half_gap(diff) <= merge_tol
+        # A pair whose (small) signed gap changed sign over the last step collided inside it: the
+        # flow cannot cross, only a loose error estimate can step over the collision.
+        before = jnp.sin(previous[:, None] - previous[None, :])
+        after = jnp.sin(diff)
+        near = (jnp.cos(diff) > 0) & (jnp.cos(previous[:, None] - previous[None, :]) > 0)
+        crossed = near & (before * after < 0)
+        close = (close | crossed) & (labels[:, None] != labels[None, :])
+        flat = jnp.argmax(close.reshape(-1))
+        return jnp.any(close), flat // n, flat % n
+
+    def merge(c):
+        _, i, j = mergeable(c["theta"], c["previous"], c["labels"])
+        a, b = c["labels"][i], c["labels"][j]
+        in_a, in_b = c["labels"] == a, c["labels"] == b
+        m_a, m_b = jnp.sum(in_a).astype(dtype), jnp.sum(in_b).astype(dtype)
+        gap = jnp.angle(jnp.exp(1j * (c["theta"][j] - c["theta"][i])))
+        centre = c["theta"][i] + m_b / (m_a + m_b) * gap
+        theta = jnp.where(in_a | in_b, centre, c["theta"])
+        labels = jnp.where(in_b, a, c["labels"])
+        k = c["merges"]
+        before = _energy(c["theta"], beta)
+        log = {
+            "merge_s": c["merge_s"].at[k].set(c["s"]),
+            "merge_masses": c["merge_masses"].at[k].set(jnp.stack([m_a, m_b]) / n),
+            "merge_tokens": c["merge_tokens"].at[k].set(jnp.stack([a, b])),
+            "merge_energy": c["merge_energy"].at[k].set(jnp.stack([before, _energy(theta, beta)])),
+        }
+        c = {**c, **log, "theta": theta, "previous": theta, "labels": labels, "merges": k + 1}
+        return record(c, c["rows"])
+
+    def step(c):
+        theta, labels, h = c["theta"], c["labels"], c["h"]
+        h = jnp.minimum(h, s_max - c["s"])
+        ks = [c["k1"]]
+        for stage in range(1, 7):
+            y = theta + h * sum(a * k for a, k in zip(_A[stage], ks, strict=False))
+            ks.append(field(y, labels))
+        new = theta + h * sum(b * k for b, k in zip(_B, ks, strict=True))
+        error = h * sum(e * k for e, k in zip(_E, ks, strict=True))
+        scale = atol + rtol * jnp.maximum(jnp.abs(theta), jnp.abs(new))
+        ratio = jnp.sqrt(jnp.mean((error / scale) ** 2))
+        accept = ratio <= 1
+        factor = jnp.clip(0.9 * jnp.where(ratio > 0, ratio, 1e-10) ** -0.2, 0.2, 5.0)
+        c = {**c, "h": h * factor, "steps": c["steps"] + 1}
+
+        def accepted(c):
+            c = {**c, "theta": new, "previous": theta, "s": c["s"] + h, "k1": ks[6]}
+            return record(c, c["rows"])
+
+        return jax.lax.cond(accept, accepted, lambda c: c, c)
+
+    def body(c):
+        can_merge, _, _ = mergeable(c["theta"], c["previous"], c["labels"])
+        c = jax.lax.cond(can_merge, merge, step, c)
+        k1 = jax.lax.cond(can_merge, lambda: field(c["theta"], c["labels"]), lambda: c["k1"])
+        return {**c, "k1": k1}
+
+    def cond(c):
+        _, count = _levels(c["labels"])
+        stalled = jnp.all(c["k1"] == 0)
+        return (
+            (count > 1)
+            & (c["s"] < s_max)
+            & (c["steps"] < max_steps)
+            & ~stalled
+            & (c["rows"] < rows - 1)
+        )
+
+    labels0 = jnp.arange(n)
+    zeros = jnp.zeros((rows,), dtype)
+    c = {
+        "theta": theta0,
+        "previous": theta0,
+        "labels": labels0,
+        "s": jnp.zeros((), dtype),
+        "h": jnp.asarray(1e-3, dtype),
+        "k1": field(theta0, labels0),
+        "steps": jnp.zeros((), int),
+        "rows": jnp.zeros((), int),
+        "merges": jnp.zeros((), int),
+        "s_path": zeros,
+        "theta_path": jnp.zeros((rows, n), dtype),
+        "energy_path": zeros,
+        "level_path": zeros,
+        "count_path": jnp.zeros((rows,), int),
+        "merge_s": jnp.zeros((n,), dtype),
+        "merge_masses": jnp.zeros((n, 2), dtype),
+        "merge_tokens": jnp.zeros((n, 2), int),
+        "merge_energy": jnp.zeros((n, 2), dtype),
+    }
+    c = record(c, 0)
+    return jax.lax.while_loop(cond, body, c)
+
+
+def rescaled_staircase(
+    theta0: ArrayLike,
+    beta: float,
+    *,
+    s_max: float = 100.0,
+    normalization: Literal["n", "softmax"] = "n",
+    rtol: float | None = None,
+    atol: float | None = None,
+    merge_tol: float = 1e-8,
+    max_steps: int = 20000,
+) -> dict:
+    """The time-rescaled staircase flow on the circle (GKPR24; the authors' ``time_rescale_3``,
+    integrated exactly): dθ/ds = log β · ∇φ/|∇φ| from angles ``theta0``, with clusters merged
+    when 2β sin²(u/2) ≤ ``merge_tol``, until one cluster is left or s = ``s_max``.
+
+    φ = (1/n²) Σ_ij e^{β(cos(θ_i − θ_j) − 1)} = 2β e^{−β} E_β ∈ (0, 1] is the normalised energy
+    (7.4); on a plateau it is Σ_q m_q² over the cluster masses (plus cross terms
+    m_q m_r e^{β(cos u_qr − 1)}). s is the Euclidean arclength of the path in R^n divided by
+    log β. ``normalization="softmax"`` rescales the (SA) direction instead (g_i / Z_i).
+    See the module docstring for the numerics; n = 32 at β = 1000 takes about 2000 steps.
+
+    Args:
+        theta0: initial angles (n,), float32 or float64.
+        beta: β > 1.
+        s_max: the largest s integrated.
+        normalization: ``"n"`` (USA, default: the staircase theorem) or ``"softmax"`` (SA).
+        rtol, atol: Dormand–Prince tolerances on the angles (default 1e-9, 1e-11 in float64,
+            3e-7, 3e-8 in float32: looser float32 tolerances step over collisions and
+            misplace merges in s by several per cent).
+        merge_tol: merge two clusters when β(1 − cos u) ≤ merge_tol (φ moves by at most
+            2 m_a m_b merge_tol at a merge).
+        max_steps: step budget (accepted and rejected).
+
+    Returns:
+        A dict of NumPy arrays: ``s`` (R,), ``theta`` (R, n) (every token, merged ones at their
+        cluster's angle), ``energy`` φ (R,), ``levels`` Σ m_q² (R,), ``counts`` (R,), one row per
+        accepted step and per merge; ``merges``: a list of dicts (``s``, ``clusters_before``,
+        ``clusters_after``, ``masses``, ``tokens`` (the smallest token index on each side),
+        ``energy_before``, ``energy_after``); ``steps`` and ``finished`` (one cluster left).
+
+    Example:
+        >>> import numpy as np
+        >>> from attnflow import rescaled_staircase
+        >>> run = rescaled_staircase(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)
+        >>> len(run["merges"]), int(run["counts"][-1]), round(float(run["energy"][-1]), 12)
+        (3, 1, 1.0)
+    """
+    theta0 = np.asarray(theta0)
+    if theta0.ndim != 1 or theta0.shape[0] < 2:
+        raise ValueError(f"theta0: expected angles of shape (n,) with n >= 2, got {theta0.shape}")
+    if not np.issubdtype(theta0.dtype, np.floating):
+        theta0 = theta0.astype(float)
+    if not np.all(np.isfinite(theta0)):
+        raise ValueError("theta0: expected finite angles, got NaN or inf")
+    if np.ndim(beta) != 0 or not (math.isfinite(float(beta)) and float(beta) > 1):
+        raise ValueError(f"beta: expected a finite scalar > 1 (the flow uses log β), got {beta!r}")
+    if normalization not in ("n", "softmax"):
+        raise ValueError(
+            f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
+        )
+    if not (merge_tol > 0 and s_max > 0):
+        raise ValueError(
+            f"merge_tol and s_max: expected positive numbers, got {merge_tol}, {s_max}"
+        )
+    theta = jnp.asarray(theta0)
+    dtype = theta.dtype
+    single = dtype == jnp.float32
+    rtol = (3e-7 if single else 1e-9) if rtol is None else rtol
+    atol = (3e-8 if single else 1e-11) if atol is None else atol
+    out = _run(
+        theta,
+        jnp.asarray(beta, dtype),
+        jnp.asarray(s_max, dtype),
+        jnp.asarray(rtol, dtype),
+        jnp.asarray(atol, dtype),
+        jnp.asarray(merge_tol, dtype),
+        int(max_steps),
+        normalization == "softmax",
+    )
+    out = jax.tree_util.tree_map(np.asarray, out)
+    rows = int(out["rows"])
+    counts = out["count_path"][:rows]
+    members = {i: [i] for i in range(theta0.shape[0])}
+    merges = []
+    for k in range(int(out["merges"])):
+        a, b = (int(t) for t in out["merge_tokens"][k])
+        merges.append(
+            {
+                "s": float(out["merge_s"][k]),
+                "clusters_before": theta0.shape[0] - k,
+                "clusters_after": theta0.shape[0] - k - 1,
+                "masses": [float(m) for m in out["merge_masses"][k]],
+                "tokens": sorted([min(members[a]), min(members[b])]),
+                "energy_before": float(out["merge_energy"][k, 0]),
+                "energy_after": float(out["merge_energy"][k, 1]),
+            }
+        )
+        members[a] = members[a] + members.pop(b)
+    return {
+        "s": out["s_path"][:rows],
+        "theta": out["theta_path"][:rows],
+        "energy": out["energy_path"][:rows],
+        "levels": out["level_path"][:rows],
+        "counts": counts,
+        "merges": merges,
+        "steps": int(out["steps"]),
+        "finished": bool(counts[-1] == 1),
+    }
+
+
+def two_body_log_time(gap: float, mass: float, beta: float) -> float:
+    """log T for two point clusters of total mass m = m_a + m_b at gap u under (USA):
+    u̇ = −m e^{β cos u} sin u, T = time for u to fall from ``gap`` to β^{-1/2}/10, in units where
+    the shifted rate e^{β(cos u − 1)} is used (T_phys = e^{−β} T). By quadrature of
+    ∫ e^{β(1 − cos v)} / (m sin v) dv, carried in the log domain."""
+    from scipy.integrate import quad
+
+    end = min(gap, 0.1 / math.sqrt(beta))
+    peak = beta * 2 * math.sin(gap / 2) ** 2
+    value, _ = quad(
+        lambda v: math.exp(beta * 2 * math.sin(v / 2) ** 2 - peak) / math.sin(v),
+        end,
+        gap,
+        limit=200,
+    )
+    return peak + math.log(max(value, 1e-300)) - math.log(mass)
+
+
+def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
+    """The merge sequence predicted by pairwise two-body merges (GKPR24's heuristic; the
+    authors' ``algo_traj_1`` merges the closest pair, the β → ∞ limit of this).
+
+    Clusters start as the tokens (mass 1/n each). Repeatedly, among circularly adjacent clusters
+    the pair with the smallest two-body merge time (:func:`two_body_log_time`) merges into one
+    cluster at their mass-weighted mean angle (conserved by the two-body flow) while the others
+    wait. The rescaled flow moves only that pair, along a straight segment of length
+    u √(n m_a m_b / (m_a + m_b)) in R^n, so the merge happens at
+
+        s_k = Σ_{l ≤ k} u_l √(n m_a m_b / (m_a + m_b)) / log β.
+
+    Returns one dict per merge: ``tokens`` (the smallest token index on each side), ``masses``,
+    ``gap``, ``log_time`` (log two-body time), ``s`` (predicted), ``level`` (Σ m_q² after).
+
+    Example:
+        >>> import numpy as np
+        >>> from attnflow import collision_model
+        >>> [e["tokens"] for e in collision_model(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)]
+        [[0, 1], [2, 3], [0, 2]]
+    """
+    theta = np.mod(np.asarray(theta0, float), 2 * np.pi)
+    n = len(theta)
+    order = np.argsort(theta)
+    clusters = [{"angle": theta[i], "mass": 1 / n, "tokens": [int(i)]} for i in order]
+    events, s = [], 0.0
+    while len(clusters) > 1:
+        best = None
+        for a in range(len(clusters)):
+            b = (a + 1) % len(clusters)
+            left, right = clusters[a], clusters[b]
+            gap = float(np.mod(right["angle"] - left["angle"], 2 * np.pi))
+            if gap > np.pi:
+                continue
+            log_t = two_body_log_time(gap, left["mass"] + right["mass"], beta)
+            if best is None or log_t < best[0]:
+                best = (log_t, a, b, gap)
+        if best is None:  # two antipodal clusters: a critical point, no merge
+            break
+        log_t, a, b, gap = best
+        left, right = clusters[a], clusters[b]
+        m_a, m_b = left["mass"], right["mass"]
+        s += gap * math.sqrt(n * m_a * m_b / (m_a + m_b)) / math.log(beta)
+        merged = {
+            "angle": np.mod(left["angle"] + m_b / (m_a + m_b) * gap, 2 * np.pi),
+            "mass": m_a + m_b,
+            "tokens": sorted(left["tokens"] + right["tokens"]),
+        }
+        clusters[a] = merged
+        del clusters[b]
+        events.append(
+            {
+                "tokens": sorted([min(left["tokens"]), min(right["tokens"])]),
+                "masses": [m_a, m_b],
+                "gap": gap,
+                "log_time": log_t,
+                "s": s,
+                "level": float(sum(c["mass"] ** 2 for c in clusters)),
+            }
+        )
+    return events

@@ -1,0 +1,131 @@
+"""The time-rescaled staircase flow and the collision model against independent computations:
+a NumPy transcription of the authors' ``time_rescale_3`` (fixed normalised gradient steps), a
+scipy ODE solve of the two-body problem, and the plateau levels Σ m_q²."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import attnflow as af
+
+
+def time_rescale_3(theta, lr, beta, iterations):
+    """The authors' scheme, typed from their script: θ ← θ + lr log β g/|g| with
+    g_i = (1/n²) Σ_j −sin(θ_i − θ_j) e^{β(cos − 1)}, snapping tokens closer than 1e-3 once
+    |g| < 1e-5; φ after each step. Stops where |g| = 0 (their script divides 0 by 0 there)."""
+    energies = []
+    for _ in range(iterations):
+        diff = theta[:, None] - theta[None, :]
+        g = np.sum(-np.sin(diff) * np.exp(beta * (np.cos(diff) - 1)), axis=1) / len(theta) ** 2
+        norm = np.linalg.norm(g)
+        if norm == 0:
+            break
+        theta = theta + lr * np.log(beta) * g / norm
+        if norm < 1e-5:
+            for j in range(len(theta)):
+                for k in range(j + 1, len(theta)):
+                    if abs(theta[j] - theta[k]) < 1e-3:
+                        theta[k] = theta[j]
+        diff = theta[:, None] - theta[None, :]
+        energies.append(np.mean(np.exp(beta * (np.cos(diff) - 1))))
+    return lr * np.arange(1, len(energies) + 1), np.array(energies)
+
+
+def well_prepared(beta):
+    """The authors' initial data: gaps 0.5·(0.5, 1.5, 2, 3)·log β/√β."""
+    return 0.5 * np.array([0.0, 0.5, 2.0, 4.0, 7.0]) * np.log(beta) / np.sqrt(beta)
+
+
+def test_energy_against_the_authors_fixed_step_scheme():
+    # β = 12: their Euler steps (lr = 1e-4, error O(lr)) against the adaptive flow, at our nodes.
+    theta0, beta = np.array([0.0, 0.4, 1.3, 2.4, 3.9]), 12.0
+    run = af.rescaled_staircase(theta0, beta)
+    s_ref, energy_ref = time_rescale_3(theta0.copy(), 1e-4, beta, 16000)
+    inside = run["s"] < s_ref[-1]
+    assert inside.sum() > 20
+    np.testing.assert_allclose(
+        run["energy"][inside], np.interp(run["s"][inside], s_ref, energy_ref), atol=3e-4
+    )
+
+
+@pytest.mark.parametrize("beta", [100.0, 1000.0])
+def test_staircase_levels_merges_and_no_nan(beta):
+    theta0 = well_prepared(beta)
+    run = af.rescaled_staircase(theta0, beta)
+    assert run["finished"] and run["counts"][-1] == 1 and len(run["merges"]) == 4
+    for key in ("s", "theta", "energy", "levels"):
+        assert np.all(np.isfinite(run[key]))
+    assert run["energy"][-1] == 1.0
+    # φ is non-decreasing in s (gradient ascent) and s increases.
+    assert np.all(np.diff(run["energy"]) > -1e-12) and np.all(np.diff(run["s"]) >= 0)
+    # Just before each merge φ sits at Σ m_q² up to the cross terms (< 1e-3 of a step at β ≥ 100,
+    # 2 m_a m_b e^{−β(1 − cos u)} from the next gaps) and jumps by 2 m_a m_b over the merge.
+    level = 1 / len(theta0)
+    for event in run["merges"]:
+        m_a, m_b = event["masses"]
+        assert event["energy_after"] == pytest.approx(level + 2 * m_a * m_b, abs=1e-3)
+        level += 2 * m_a * m_b
+    assert level == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("beta, rtol", [(100.0, 1e-2), (1000.0, 1e-4)])
+def test_collision_model_predicts_the_merges(beta, rtol):
+    theta0 = well_prepared(beta)
+    run = af.rescaled_staircase(theta0, beta)
+    model = af.collision_model(theta0, beta)
+    assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]
+    np.testing.assert_allclose([e["s"] for e in run["merges"]], [e["s"] for e in model], rtol=rtol)
+    assert [e["level"] for e in model][-1] == pytest.approx(1.0)
+
+
+def test_random_tokens_at_beta_1000_float32_and_float64():
+    theta0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 12)
+    for dtype in (np.float64, np.float32):
+        run = af.rescaled_staircase(theta0.astype(dtype), 1000.0)
+        assert run["finished"] and len(run["merges"]) == 11
+        assert np.all(np.isfinite(run["energy"])) and run["energy"].dtype == dtype
+        model = af.collision_model(theta0, 1000.0)
+        assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]
+
+
+def test_softmax_direction_climbs_and_finishes():
+    run = af.rescaled_staircase(well_prepared(100.0), 100.0, normalization="softmax")
+    assert run["finished"] and np.all(np.diff(run["energy"]) > -1e-12)
+
+
+def test_two_body_time_against_an_ode_solve():
+    # u̇ = −m e^{β(cos u − 1)} sin u from u = 0.5 until u = 0.1/√β, scipy Radau.
+    beta, mass, gap = 60.0, 0.4, 0.5
+    end = 0.1 / math.sqrt(beta)
+
+    def reached(t, u):
+        return u[0] - end
+
+    reached.terminal = True
+    sol = solve_ivp(
+        lambda t, u: -mass * np.exp(beta * (np.cos(u) - 1)) * np.sin(u),
+        (0, 1e12),
+        [gap],
+        method="Radau",
+        events=reached,
+        rtol=1e-10,
+        atol=1e-14,
+    )
+    expected = math.log(sol.t_events[0][0])
+    assert af.two_body_log_time(gap, mass, beta) == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        ((np.zeros(1), 10.0), {}, "theta0: expected angles of shape"),
+        ((np.array([0.0, np.nan]), 10.0), {}, "theta0: expected finite"),
+        ((np.array([0.0, 1.0]), 1.0), {}, "beta: expected a finite scalar > 1"),
+        ((np.array([0.0, 1.0]), 10.0), {"normalization": "x"}, "normalization"),
+    ],
+)
+def test_bad_input_raises(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        af.rescaled_staircase(*args, **kwargs)
