@@ -104,6 +104,11 @@ from ._mean_field import (
     von_mises_fisher as von_mises_fisher,
     von_mises_fisher_mixture as von_mises_fisher_mixture,
 )
+from ._metastability import (
+    collision_model as collision_model,
+    rescaled_staircase as rescaled_staircase,
+    two_body_log_time as two_body_log_time,
+)
 from ._metric import (
     AbstractMetric as AbstractMetric,
     AttentionMetric as AttentionMetric,
