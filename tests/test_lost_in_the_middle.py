@@ -183,3 +183,21 @@ def test_float32_profile_and_lambda_zero():
         for x in s
     ]
     np.testing.assert_allclose(f32, expected, rtol=1e-5)
+
+
+def test_figure_cli_quick(tmp_path):
+    import json
+
+    from attnflow.cli import main
+
+    assert main(["figure", "lost-in-the-middle", "--quick", "--out", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "lost_in_the_middle.json").read_text())
+    assert record["params"]["t_crit"] == pytest.approx(2.4575, abs=5e-5)
+    with np.load(tmp_path / "lost_in_the_middle.npz") as data:
+        assert all(np.all(np.isfinite(data[k])) for k in data.files)
+        # The λ = 1 threshold curve passes through the value at β = 2.
+        curve = data["thresholds"][list(data["threshold_lams"]).index(1.0)]
+        assert np.interp(2.0, data["threshold_betas"], curve) == pytest.approx(0.6007, abs=2e-3)
+        # A double well: two interior local minima.
+        well = data["double_well"]
+        assert np.sum((well[1:-1] < well[:-2]) & (well[1:-1] < well[2:])) == 2

@@ -55,10 +55,10 @@ PRESETS = {
         "beta": 1.0,
         "lam": 1.0,
         "ts": [0.5, 1.0, 3.0],
-        "N": 16,
+        "N": 12,
         "sources": [0.25, 0.5, 0.75, 1.0],
-        "realizations": 64,
-        "dt": 0.05,
+        "realizations": 32,
+        "dt": 0.1,
         "threshold_lams": [0.5, 1.0, 2.0],
         "points": 101,
     },
@@ -263,7 +263,6 @@ def plot(data: dict, params: dict):
     ax.set(
         xlabel="source position s",
         ylabel="soft accuracy S_t(s)",
-        yscale="log",
         title=(
             f"β = {params['beta']:g}, λ = {params['lam']:g}: closed form (lines), "
             f"N = {params['N']} particles (dots)\nt_crit = {float(data['t_crit']):.4f}"
