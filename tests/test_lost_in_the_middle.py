@@ -201,3 +201,12 @@ def test_figure_cli_quick(tmp_path):
         # A double well: two interior local minima.
         well = data["double_well"]
         assert np.sum((well[1:-1] < well[:-2]) & (well[1:-1] < well[2:])) == 2
+
+
+def test_notebook_runs_quick(monkeypatch):
+    import pathlib
+    import runpy
+
+    monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    path = pathlib.Path(__file__).parent.parent / "notebooks" / "lost_in_the_middle.py"
+    runpy.run_path(str(path), run_name="__main__")

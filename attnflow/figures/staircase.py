@@ -29,6 +29,11 @@ error estimate then sees rounding amplified by the stiffness. The test suite che
 against :func:`attnflow.solve` of ``SelfAttention(β, normalization="n")`` on its early part and
 against the exact two-body reduction u̇ = −e^{β cos u} sin u through the last merge.
 
+At large β (up to 1000 and beyond) the figure also runs the time-rescaled flow of
+:func:`attnflow.rescaled_staircase` (s = arclength / log β, the authors' ``time_rescale_3``
+integrated exactly) and compares its merges with :func:`attnflow.collision_model`:
+``staircase_rescaled.{png,npz,json}`` and ``staircase_rescaled_merges.json``.
+
 Merge events are read off :func:`attnflow.cluster_labels` (δ-graph components) between
 consecutive save times and written to ``staircase_merges.json`` and ``.csv``.
 """
@@ -59,6 +64,8 @@ PRESETS = {
         "rtol": 1e-8,
         "atol": 1e-10,
         "max_steps": 4000,
+        "rescaled_n": 8,
+        "rescaled_beta": 100.0,
     },
     "default": {
         "n": 32,
@@ -69,6 +76,8 @@ PRESETS = {
         "rtol": 1e-8,
         "atol": 1e-10,
         "max_steps": 20000,
+        "rescaled_n": 32,
+        "rescaled_beta": 1000.0,
     },
     "full": {
         "n": 64,
@@ -79,6 +88,8 @@ PRESETS = {
         "rtol": 1e-8,
         "atol": 1e-10,
         "max_steps": 20000,
+        "rescaled_n": 32,
+        "rescaled_beta": 1000.0,
     },
 }
 
@@ -287,4 +298,85 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
         "final_clusters": int(result["counts"][-1]),
     }
     paths = write_outputs(out, "staircase", fig, data, record, timings)
-    return paths + write_merge_log(events, out)
+    return paths + write_merge_log(events, out) + make_rescaled(params, out, seed)
+
+
+def rescaled_merge_rows(run: dict, model: list[dict]) -> list[dict]:
+    """The merge log of :func:`attnflow.rescaled_staircase` with the collision model's
+    prediction for each merge (``s_model``, ``tokens_model``: the model's k-th merge)."""
+    rows = []
+    for k, event in enumerate(run["merges"]):
+        predicted = model[k] if k < len(model) else None
+        rows.append(
+            {
+                **event,
+                "s_model": predicted["s"] if predicted else float("nan"),
+                "tokens_model": predicted["tokens"] if predicted else [],
+                "level_model": predicted["level"] if predicted else float("nan"),
+            }
+        )
+    return rows
+
+
+def plot_rescaled(run: dict, model: list[dict], params: dict):
+    """Angles and φ against the rescaled time s (arclength / log β), with the collision model's
+    staircase (levels Σ m_q² at the predicted merge positions) dashed."""
+    from attnflow.plot._common import plt
+
+    fig, axes = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
+    final = np.angle(np.mean(np.exp(1j * run["theta"][-1])))
+    angles = np.angle(np.exp(1j * (run["theta"] - final)))
+    jumps = np.abs(np.diff(angles, axis=0)) > np.pi
+    angles[1:][jumps] = np.nan
+    axes[0].plot(run["s"], angles, lw=0.8)
+    axes[0].set(
+        ylabel="θ_i − θ_final",
+        title=(
+            f"(USA) on the circle in rescaled time: n = {params['rescaled_n']}, "
+            f"β = {params['rescaled_beta']:g}"
+        ),
+    )
+    axes[1].plot(run["s"], run["energy"], lw=1.2, label="φ(s), rescaled flow")
+    n = params["rescaled_n"]
+    s_model = [0.0] + [e["s"] for e in model]
+    levels = [1 / n] + [e["level"] for e in model]
+    axes[1].step(s_model, levels, where="post", ls="--", color="k", lw=0.9, label="collision model")
+    for event in run["merges"]:
+        axes[1].axvline(event["s"], color="0.85", lw=0.5, zorder=0)
+    axes[1].set(xlabel="s = arclength / log β", ylabel="φ = 2β e^{−β} E_β")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def make_rescaled(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
+    """The time-rescaled staircase (:func:`attnflow.rescaled_staircase`) at β =
+    ``rescaled_beta`` from ``rescaled_n`` uniform angles, against the collision model; writes
+    ``staircase_rescaled.{png,npz,json}`` and the merge log ``staircase_rescaled_merges``."""
+    start = time.perf_counter()
+    n, beta = params["rescaled_n"], params["rescaled_beta"]
+    theta0 = np.asarray(jr.uniform(jr.key(seed + 1), (n,), jnp.float64, 0.0, 2 * np.pi))
+    run = af.rescaled_staircase(theta0, beta)
+    solved = time.perf_counter()
+    model = af.collision_model(theta0, beta)
+    rows = rescaled_merge_rows(run, model)
+    fig = plot_rescaled(run, model, params)
+    data = {k: run[k] for k in ("s", "theta", "energy", "levels", "counts")}
+    data["merge_s"] = np.array([e["s"] for e in run["merges"]])
+    data["model_s"] = np.array([e["s"] for e in model])
+    same = [r["tokens"] == r["tokens_model"] for r in rows]
+    record = {
+        "n": n,
+        "beta": beta,
+        "seed": seed,
+        "steps": run["steps"],
+        "finished": run["finished"],
+        "merges": len(rows),
+        "merges_as_predicted": int(sum(same)),
+        "sequence_as_predicted": bool(all(same) and len(model) == len(rows)),
+    }
+    timings = {"solve": solved - start, "model_and_plot": time.perf_counter() - solved}
+    paths = write_outputs(out, "staircase_rescaled", fig, data, record, timings)
+    js = out / "staircase_rescaled_merges.json"
+    js.write_text(json.dumps(rows, indent=2))
+    return paths + [js]
