@@ -62,7 +62,10 @@ def test_every_public_name_is_in_the_api_reference(site):
     missing = [name for name in names if name not in anchors]
     assert not missing, f"public names missing from the API reference: {missing}"
 
-    loader = griffe.GriffeLoader(search_paths=[str(ROOT)])
+    extensions = griffe.load_extensions(
+        f"{ROOT / 'docs' / '_griffe_examples.py'}:AttnflowDocstrings"
+    )
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=extensions)
     package = loader.load("attnflow")
     loader.resolve_aliases(implicit=True, external=False)
     undocumented = []
