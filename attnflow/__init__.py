@@ -23,17 +23,26 @@ from ._ensembles import (
     FIG5_ENSEMBLES as FIG5_ENSEMBLES,
     AttentionEnsemble as AttentionEnsemble,
 )
+from ._fields._base import (
+    AbstractAttention as AbstractAttention,
+    AbstractField as AbstractField,
+    AttentionScores as AttentionScores,
+)
 from ._fields._blocked import blocked_attention as blocked_attention
+from ._fields._causal_alibi import CausalALiBiAttention as CausalALiBiAttention
 from ._fields._feedforward import (
     FeedForward as FeedForward,
     TransformerBlock as TransformerBlock,
     lie_trotter_layers as lie_trotter_layers,
 )
+from ._fields._gradient_flow import GradientFlow as GradientFlow
 from ._fields._hardmax import (
     HardmaxRescaledAttention as HardmaxRescaledAttention,
     HardmaxSelfAttention as HardmaxSelfAttention,
     hardmax as hardmax,
 )
+from ._fields._kernel import attention as attention, attention_matrix as attention_matrix
+from ._fields._perceptron import Perceptron as Perceptron
 from ._fields._piecewise import PiecewiseConstant as PiecewiseConstant
 from ._fields._positional import (
     PositionalAttention as PositionalAttention,
@@ -49,8 +58,6 @@ from ._fields._pure import (
     unrescale as unrescale,
 )
 from ._fields._self_attention import (
-    AbstractField as AbstractField,
-    GradientFlow as GradientFlow,
     MultiHeadAttention as MultiHeadAttention,
     SelfAttention as SelfAttention,
 )
@@ -83,7 +90,16 @@ from ._landscape._hessian import (
     hessian_vector_product as hessian_vector_product,
     riemannian_hessian as riemannian_hessian,
     rotation_orbit_basis as rotation_orbit_basis,
-    tangent_basis as tangent_basis,
+)
+from ._landscape._measures import (
+    MeasureOptimum as MeasureOptimum,
+    first_variation as first_variation,
+    maximize_measure_energy as maximize_measure_energy,
+    measure_energy as measure_energy,
+    measure_stationarity as measure_stationarity,
+    minimize_measure_energy as minimize_measure_energy,
+    sphere_points as sphere_points,
+    wasserstein_gradient as wasserstein_gradient,
 )
 from ._landscape._survey import (
     LandscapeSurvey as LandscapeSurvey,
@@ -92,6 +108,7 @@ from ._landscape._survey import (
     survey_critical_points as survey_critical_points,
     symmetric_configurations as symmetric_configurations,
 )
+from ._layers import iterate_layers as iterate_layers, layers as layers
 from ._limit_geometry import (
     LimitGeometry as LimitGeometry,
     ValueSpectrum as ValueSpectrum,
@@ -137,7 +154,7 @@ from ._sharding import (
     sharded_ensemble_solve as sharded_ensemble_solve,
     sharded_solve as sharded_solve,
 )
-from ._solve import layers as layers, solve as solve
+from ._solve import solve as solve
 from ._sphere import (
     geodesic as geodesic,
     normalize as normalize,
@@ -145,6 +162,7 @@ from ._sphere import (
     project_tangent as project_tangent,
     random_tokens as random_tokens,
     tangent as tangent,
+    tangent_basis as tangent_basis,
 )
 
 __version__ = _metadata.version("attnflow")

@@ -30,6 +30,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._check import check_tokens
+from ._fields._base import AbstractField
+from ._layers import check_num_layers, iterate_layers
 from ._solve import solve as solve_on_sphere
 from ._sphere import normalize, project_tangent
 
@@ -61,6 +63,8 @@ class AttentionSublayer(eqx.Module):
             )
 
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
+        if isinstance(self.attention, AbstractField):
+            return self.attention.residual(t, x, args)
         heads = getattr(self.attention, "heads", None)
         if heads is not None:
             return sum(head.attention_output(x) for head in heads)
@@ -116,9 +120,7 @@ class AbstractNormalizationScheme(eqx.Module):
         schemes; any non-zero rows otherwise). Returns (num_layers + 1, n, d), z0 first.
         Compiled once per scheme, sublayer structure, shape and ``num_layers``."""
         z0 = self._check_stream(z0)
-        if int(num_layers) < 0:
-            raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
-        return _iterate(self, sublayer, z0, int(num_layers), step, args, t0)
+        return _iterate(self, sublayer, z0, check_num_layers(num_layers), step, args, t0)
 
     def solve(
         self,
@@ -177,12 +179,8 @@ class AbstractNormalizationScheme(eqx.Module):
 
 @eqx.filter_jit
 def _iterate(scheme, sublayer, z0, num_layers, step, args, t0):
-    def one_layer(z, k):
-        z_next = scheme.layer(sublayer, t0 + k * step, z, step, args).astype(z.dtype)
-        return z_next, z_next
-
-    _, zs = jax.lax.scan(one_layer, z0, jnp.arange(num_layers))
-    return jnp.concatenate([z0[None], zs], axis=0)
+    update = lambda t, z: scheme.layer(sublayer, t, z, step, args)  # noqa: E731
+    return iterate_layers(update, z0, num_layers, step, t0)
 
 
 class PostLN(AbstractNormalizationScheme):

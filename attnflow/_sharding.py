@@ -19,8 +19,9 @@ from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float
 
 from ._check import check_shape_tokens
-from ._fields._blocked import DEFAULT_BLOCK_SIZE, blocked_attention
-from ._fields._self_attention import MultiHeadAttention, SelfAttention, _weights_from_args
+from ._fields._base import weights_from_args as _weights_from_args
+from ._fields._kernel import DEFAULT_BLOCK_SIZE, attention
+from ._fields._self_attention import MultiHeadAttention, SelfAttention
 from ._solve import solve
 from ._sphere import project_tangent
 
@@ -144,19 +145,23 @@ def _heads(field) -> tuple[SelfAttention, ...]:
 
 
 def _local_attention(heads, x_local, x_all, weights, offset):
-    """Σ_h head_h's output for the local queries against every gathered key, projected."""
+    """Σ_h head_h's output for the local queries against every gathered key, projected.
+
+    Each head's scores come from its own ``scores`` (the one place queries, keys and values are
+    formed; XLA drops the unused gathered queries), and the kernel's blocked path computes the
+    output with the local queries' global offset for the causal mask.
+    """
     total = 0.0
     for head in heads:
-        queries = x_local if head.Q is None else x_local @ head.Q.T
-        keys = x_all if head.K is None else x_all @ head.K.T
-        values = x_all if head.V is None else x_all @ head.V.T
-        total = total + blocked_attention(
-            head.beta * queries,
-            keys,
-            values,
-            weights,
-            normalization=head.normalization,
-            causal=head.causal,
+        local = head.scores(x_local, None)
+        gathered = head.scores(x_all, weights)
+        total = total + attention(
+            local.queries,
+            gathered.keys,
+            gathered.values,
+            weights=gathered.weights,
+            mask=gathered.mask,
+            normalization=gathered.normalization,
             block_size=head.block_size or DEFAULT_BLOCK_SIZE,
             query_offset=offset,
         )

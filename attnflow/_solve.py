@@ -1,6 +1,8 @@
-"""Integrating a field: adaptive solves with diffrax, and the discrete Transformer (layers)."""
+"""Integrating a field: adaptive solves with diffrax (discrete layers: :mod:`attnflow._layers`)."""
 
+import math
 from collections.abc import Callable
+from typing import Literal
 
 import diffrax
 import equinox as eqx
@@ -8,8 +10,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_tokens
-from ._sphere import normalize
+from ._check import (
+    check_finite_scalar,
+    check_max_steps,
+    check_positive_scalar,
+    check_save_times,
+    check_tokens,
+    is_traced,
+)
 
 
 class _OnSphere(eqx.Module):
@@ -30,6 +38,99 @@ def _save_normalized(t, y, args):
     return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
 
 
+DEFAULT_MAX_STEPS = 4096
+# Near a clustered state an explicit solver's step is capped by stability at about 3.5/λ, λ the
+# contraction rate (1 for SA with V = I: measured 0.28 steps per unit time at t1 = 1e4, Tsit5).
+_STEPS_PER_UNIT_TIME = 4
+
+
+def auto_max_steps(t0, t1) -> int:
+    """The default step cap: 4096, or 4 steps per unit of |t1 − t0| past t1 − t0 = 1024, rounded
+    up to a power of two so that nearby horizons share one compiled solve. Traced times get 4096."""
+    if is_traced(t0) or is_traced(t1):
+        return DEFAULT_MAX_STEPS
+    span = abs(float(t1) - float(t0))
+    if span * _STEPS_PER_UNIT_TIME <= DEFAULT_MAX_STEPS:
+        return DEFAULT_MAX_STEPS
+    return 2 ** math.ceil(math.log2(span * _STEPS_PER_UNIT_TIME))
+
+
+_NOT_FINITE_AT_START = (
+    "solve: the field is not finite at the initial state (t0, x0), so no step could be "
+    "accepted. Likely causes: exp(β⟨x_i, x_j⟩) overflowing (normalization='n' overflows for "
+    "β > 88 in float32 and β > 709 in float64: use float64 or the softmax normalisation), NaN "
+    "or inf in the field's parameters (β, Q, K, V) or in args, or weights that sum to 0"
+)
+_MOSTLY_REJECTED = (
+    "solve: reached max_steps{steps} before t1 with most steps rejected: the field probably "
+    "becomes non-finite along the trajectory (e.g. exp(β⟨x_i, x_j⟩) overflowing as tokens "
+    "cluster, with normalization='n': use float64 or the softmax normalisation), or the "
+    "problem is stiff (large β with normalization='n'); raise max_steps if it is finite"
+)
+_MAX_STEPS = (
+    "solve: reached max_steps{steps} before t1{where}. Raise max_steps. Near a clustered "
+    "state explicit solvers take steps of about 3/λ, λ the contraction rate (about 1 for SA "
+    "with V = I, e^β for normalization='n'), so long horizons need about λ·(t1 − t0)/3 steps; "
+    "the default max_steps='auto' allows max(4096, 4·|t1 − t0|) when t0 and t1 are concrete, "
+    "and 4096 when they are traced"
+)
+
+
+def _check_dt0(dt0, t0, t1):
+    """dt0: finite, non-zero, pointing from t0 to t1 (diffrax integrates backwards if t1 < t0)."""
+    dt0 = check_finite_scalar(dt0, "dt0")
+    expected = "dt0: expected a finite initial step with the sign of t1 - t0 (> 0 when t1 > t0)"
+    if is_traced(dt0) or is_traced(t0) or is_traced(t1):
+        bad = (dt0 == 0) | (dt0 * (t1 - t0) < 0)
+        return eqx.error_if(dt0, bad, expected)
+    if float(dt0) == 0 or float(dt0) * (float(t1) - float(t0)) < 0:
+        raise ValueError(
+            f"{expected}, got dt0 = {float(dt0)} for t0 = {float(t0)}, t1 = {float(t1)}"
+        )
+    return dt0
+
+
+def _check_solution(sol, field, t0, x0, args, max_steps, t1_value):
+    """Raise on a failed solve, telling a non-finite field from a step cap that is too low.
+
+    Cheap: the field is evaluated once more, at (t0, x0), and only when the solve failed.
+    """
+    failed = sol.result != diffrax.RESULTS.successful
+    capped = sol.result == diffrax.RESULTS.max_steps_reached
+    accepted = sol.stats["num_accepted_steps"]
+    rejected = sol.stats["num_rejected_steps"]
+
+    def start_not_finite():
+        return ~jnp.all(jnp.isfinite(field(t0, x0, args)))
+
+    mostly_rejected = capped & (rejected > accepted)
+    if not is_traced(failed):
+        if not bool(failed):
+            return sol
+        bad_start = start_not_finite()
+        steps = f" = {max_steps} ({int(accepted)} accepted, {int(rejected)} rejected)"
+        where = "" if t1_value is None else f" = {t1_value:g}"
+        if bool(bad_start):
+            message = _NOT_FINITE_AT_START
+        elif bool(mostly_rejected):
+            message = _MOSTLY_REJECTED.format(steps=steps)
+        elif bool(capped):
+            message = _MAX_STEPS.format(steps=steps, where=where)
+        else:
+            return sol.result.error_if(sol, failed)
+        raise eqx.EquinoxRuntimeError(message)
+    bad_start = jax.lax.cond(failed, start_not_finite, lambda: jnp.array(False))
+    messages = [
+        _NOT_FINITE_AT_START,
+        _MOSTLY_REJECTED.format(steps=f" = {max_steps}"),
+        _MAX_STEPS.format(steps=f" = {max_steps}", where=""),
+    ]
+    index = jnp.where(bad_start, 0, jnp.where(mostly_rejected, 1, 2))
+    sol = eqx.branched_error_if(sol, failed & (bad_start | capped), index, messages)
+    # Any other failure (e.g. an implicit solver's), with diffrax's own message.
+    return sol.result.error_if(sol, failed & ~bad_start & ~capped)
+
+
 def solve(
     field: Callable,
     x0: Float[Array, "n d"],
@@ -41,7 +142,7 @@ def solve(
     rtol: float = 1e-6,
     atol: float = 1e-9,
     dt0=None,
-    max_steps: int | None = 4096,
+    max_steps: int | None | Literal["auto"] = "auto",
     adjoint: diffrax.AbstractAdjoint | None = None,
     args=None,
     throw: bool = True,
@@ -53,23 +154,39 @@ def solve(
     **Main arguments**
         field: a vector field ``field(t, x, args) -> (n, d)`` tangent at x (any attnflow field,
             or any callable with diffrax's signature).
-        x0: (n, d) initial tokens on the unit sphere (checked; see :func:`attnflow.normalize`).
-        t1: final time (layers are time).
-        ts: optional increasing save times in [t0, t1]; ``sol.ys`` then has shape
+        x0: (n, d) initial tokens on the unit sphere (checked; see :func:`attnflow.normalize`),
+            float32 or float64 (half precision is rejected: it cannot hold |x_i| = 1 to the
+            accuracy the step-size controller needs); a Python list becomes an array of the
+            default floating dtype.
+        t1: final time (layers are time), finite. ``t1 < t0`` integrates backwards in time
+            (the ODE is reversible; backwards from a clustered state it is exponentially
+            unstable, so expect to lose accuracy at long horizons).
+        ts: optional save times between t0 and t1, finite and monotone from t0 to t1
+            (non-decreasing, or non-increasing when t1 < t0); ``sol.ys`` then has shape
             (len(ts), n, d). Without ``ts`` only t1 is saved: ``sol.ys`` has shape (1, n, d).
 
     **Other arguments**
         solver: any diffrax solver; default ``Tsit5()`` (order 5) with a PID controller.
-        rtol, atol: tolerances of the default PID controller. Float32 tokens get
-            atol ≥ 1e-6 and rtol ≥ 1e-5, the tightest tolerances float32 can honour.
-        dt0: initial step; ``None`` lets diffrax choose it.
+        rtol, atol: tolerances of the default PID controller, finite and > 0. Float32 tokens
+            get atol ≥ 1e-6 and rtol ≥ 1e-5, the tightest tolerances float32 can honour.
+        dt0: initial step, finite and non-zero with the sign of t1 − t0; ``None`` lets
+            diffrax choose it.
         stepsize_controller: overrides the PID controller (e.g. ``ConstantStepSize()``, with dt0).
             When it is not given and ``field`` has a ``jump_times`` attribute (e.g.
             :class:`attnflow.PiecewiseConstant`), the PID controller steps exactly to those times.
-        max_steps: diffrax's step cap; keep it tight under ``vmap``.
+        max_steps: diffrax's step cap, a positive integer or ``None`` (no cap; needs an
+            adjoint that supports it). The default ``"auto"`` is 4096, or 4 steps per unit of
+            |t1 − t0| past |t1 − t0| = 1024 (rounded up to a power of two) when t0 and t1 are
+            concrete: near a clustered state an explicit solver's step is capped by stability
+            at about 3/λ, λ the contraction rate (about 1 for SA with V = I, e^β for
+            ``normalization="n"``), so the step count grows with the horizon. Keep it tight
+            under ``vmap``.
         adjoint: diffrax adjoint; default ``RecursiveCheckpointAdjoint()`` (exact reverse mode).
         args: passed to ``field``.
         throw: raise if the solve fails; set False under ``vmap`` and inspect ``sol.result``.
+            The error tells a field that is not finite at (t0, x0) (e.g. exp(β⟨x_i, x_j⟩)
+            overflowing, NaN in Q, K, V) from a step cap that is too low; with ``throw=False``
+            both are ``RESULTS.max_steps_reached``.
         differentiable_twice: make second and mixed derivatives work. The default solver
             becomes ``Tsit5(scan_kind="bounded")`` and the default adjoint ``DirectAdjoint()``,
             which together support every composition of ``jax.grad``, ``jax.jvp``,
@@ -101,13 +218,21 @@ def solve(
     """
     x0 = check_tokens(x0, "x0")
     dtype = jnp.result_type(x0)
+    t0, t1 = check_finite_scalar(t0, "t0"), check_finite_scalar(t1, "t1")
+    t1_value = None if is_traced(t1) else float(t1)
+    rtol = check_positive_scalar(rtol, "rtol", what="tolerance")
+    atol = check_positive_scalar(atol, "atol", what="tolerance")
+    if max_steps == "auto":
+        max_steps = auto_max_steps(t0, t1)
+    max_steps = check_max_steps(max_steps)
     if jnp.finfo(dtype).bits < 64:
-        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+        rtol, atol = jnp.maximum(rtol, 1e-5), jnp.maximum(atol, 1e-6)
     # As arrays the tolerances are traced, not static: another tolerance reuses the compiled solve.
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
     # diffrax promotes y to the time dtype: keep times in the tokens' precision.
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     if dt0 is not None:
+        dt0 = _check_dt0(dt0, t0, t1)
         dt0 = jnp.asarray(dt0, dtype)
     if solver is None:
         # The default scan over Runge-Kutta stages has a custom VJP that forward mode cannot enter.
@@ -128,9 +253,7 @@ def solve(
     if ts is None:
         saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
-        ts = jnp.asarray(ts, dtype=dtype)
-        if ts.ndim != 1:
-            raise ValueError(f"ts: expected a 1-d array of save times, got shape {ts.shape}")
+        ts = check_save_times(jnp.asarray(ts, dtype=dtype), t0, t1)
         saveat = diffrax.SaveAt(ts=ts, **save_fn)
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
     sol = diffrax.diffeqsolve(
@@ -144,40 +267,12 @@ def solve(
         saveat=saveat,
         stepsize_controller=stepsize_controller,
         max_steps=max_steps,
-        throw=throw,
+        # Failures are raised below, with a diagnosis diffrax cannot make.
+        throw=False,
         **kwargs,
     )
+    if throw:
+        sol = _check_solution(sol, field, t0, x0, args, max_steps, t1_value)
     if backsolve:
         sol = eqx.tree_at(lambda s: s.ys, sol, _save_normalized(None, sol.ys, None))
     return sol
-
-
-def layers(
-    field: Callable, x0: Float[Array, "n d"], num_layers: int, step, *, args=None, t0=0.0
-) -> Float[Array, "layers n d"]:
-    """The discrete Transformer with layer normalisation (post-LN), MATH.md §1.12:
-
-        x_{k+1} = normalize(x_k + step · field(t0 + k·step, x_k, args)),   k = 0 … num_layers − 1.
-
-    A first-order retraction of the flow: ``layers(f, x0, T/h, h)[-1]`` → ``solve(f, x0, T)``
-    with error O(h).
-
-    Returns:
-        (num_layers + 1, n, d): every layer's tokens, x0 first.
-
-    Example:
-        >>> import jax.random as jr, attnflow as af
-        >>> x0 = af.random_tokens(jr.key(0), 8, 3)
-        >>> af.layers(af.SelfAttention(1.0), x0, 10, 0.1).shape
-        (11, 8, 3)
-    """
-    x0 = check_tokens(x0, "x0")
-    if int(num_layers) < 0:
-        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
-
-    def one_layer(x, k):
-        x_next = normalize(x + step * field(t0 + k * step, x, args))
-        return x_next, x_next
-
-    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(int(num_layers)))
-    return jnp.concatenate([x0[None], xs], axis=0)

@@ -1,10 +1,26 @@
 """Geometry of the token manifold (S^{d-1})^n: projection, tangent spaces, random tokens."""
 
+import jax
 import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_nonzero_rows
+from ._check import check_nonzero_rows, check_tokens
+
+
+def unit_rows(y: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+    """y_i / |y_i| without checks: the normalisation used inside compiled loops (solvers, layers).
+
+    :func:`normalize` is the checked public form; use this one where y is known non-zero (e.g.
+    a small step from the sphere).
+    """
+    return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+
+
+def retract(x: Float[Array, "*batch d"], v: Float[Array, "*batch d"], t=1.0):
+    """The projection retraction R_x(t v) = (x + t v)/|x + t v| (first-order agreement with
+    :func:`geodesic`; for tangent v the error is O(t³|v|³))."""
+    return unit_rows(x + t * v)
 
 
 def normalize(x: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
@@ -17,8 +33,7 @@ def normalize(x: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
         >>> [round(v, 6) for v in af.normalize(jnp.array([[3.0, 4.0]]))[0].tolist()]
         [0.6, 0.8]
     """
-    x = check_nonzero_rows(x, "x")
-    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+    return unit_rows(check_nonzero_rows(x, "x"))
 
 
 def tangent(x: Float[Array, "*batch d"], v: Float[Array, "..."]) -> Float[Array, "*batch d"]:
@@ -102,7 +117,53 @@ def geodesic(x: Float[Array, "n d"], v: Float[Array, "n d"], t) -> Float[Array, 
     return jnp.cos(t * norm) * x + jnp.where(norm > 0, jnp.sin(t * norm) / safe, t) * v
 
 
+def tangent_basis(x: Float[Array, "n d"]) -> Float[Array, "n d-1 d"]:
+    """An orthonormal basis of each tangent space T_{x_i}S^{d-1}: shape (n, d−1, d).
+
+    Row ``basis[i, k]`` is a unit vector orthogonal to x_i and to ``basis[i, l]`` (l ≠ k). For
+    d = 2 it is the rotation of x_i by +π/2, (−sin θ_i, cos θ_i) for x_i = (cos θ_i, sin θ_i), so
+    coordinates in this basis are angle increments. For d ≥ 3 it is the last d − 1 columns of the
+    Householder reflection that swaps x_i and ∓e_1 (stable: the reflector has norm ≥ √2).
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> x = af.random_tokens(jr.key(0), 5, 4)
+        >>> b = af.tangent_basis(x)
+        >>> b.shape
+        (5, 3, 4)
+        >>> bool(jnp.abs(jnp.einsum("nkd,nd->nk", b, x)).max() < 1e-12)
+        True
+    """
+    return _tangent_basis(check_tokens(x, "x"))
+
+
+@jax.jit
+def _tangent_basis(x):
+    if x.shape[1] == 2:
+        return jnp.stack([-x[:, 1], x[:, 0]], axis=-1)[:, None, :]
+    sign = jnp.where(x[:, :1] >= 0, 1.0, -1.0).astype(x.dtype)
+    u = x.at[:, :1].add(sign)
+    reflector = (
+        jnp.eye(x.shape[1], dtype=x.dtype)[None]
+        - 2 * jnp.einsum("nd,ne->nde", u, u) / jnp.sum(u * u, axis=-1)[:, None, None]
+    )
+    return reflector[:, 1:, :]
+
+
+def weingarten_term(x: Float[Array, "n d"], euclidean_gradient: Float[Array, "n d"]):
+    """⟨x_i, ∇_i E⟩ per token: the Weingarten (shape-operator) term of the sphere.
+
+    The Riemannian Hessian of E on (S^{d-1})^n is P_x ∇²E P_x − diag(⟨x_i, ∇_i E⟩) I on each
+    tangent block (Absil–Mahony–Sepulchre; pymanopt's ``Oblique.euclidean_to_riemannian_hessian``).
+    """
+    return jnp.sum(x * euclidean_gradient, axis=-1)
+
+
 __all__ = [
+    "unit_rows",
+    "retract",
+    "tangent_basis",
+    "weingarten_term",
     "normalize",
     "tangent",
     "project_tangent",

@@ -32,7 +32,7 @@ def worker(path: str, n: int, d: int, repeats: int, block: int) -> None:
     import jax.random as jr
 
     import attnflow as af
-    import attnflow._fields._self_attention as field_module
+    import attnflow._fields._base as field_module
 
     if path == "dense":
         field_module.AUTO_BLOCK_THRESHOLD = 10**12

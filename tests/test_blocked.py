@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import attnflow as af
-import attnflow._fields._self_attention as field_module
-from attnflow._fields._blocked import AUTO_BLOCK_THRESHOLD
+import attnflow._fields._kernel as kernel_module
+from attnflow._fields._kernel import AUTO_BLOCK_THRESHOLD
 
 N, D, K_ROWS = 23, 4, 2  # 23 is divisible by none of the block sizes below
 
@@ -147,7 +147,7 @@ def test_dense_row_blocks_match_numpy_and_blocked_gradients(
 ):
     """The dense path 5 query rows at a time (23 = 4·5 + 3): values against the n × n formula
     in NumPy, gradients in x, β, Q, K, V, w against the online-softmax blocked kernel."""
-    monkeypatch.setattr(field_module, "DENSE_TILE", 5 * N)
+    monkeypatch.setattr(kernel_module, "DENSE_TILE", 5 * N)
     x, Q, K, V, w = system
     beta = jnp.asarray(1.7)
     cotangent = jr.normal(jr.key(8), (N, D))

@@ -47,9 +47,12 @@ def test_lie_trotter_layer_is_attention_then_mlp():
     xs = af.lie_trotter_layers(
         af.SelfAttention(1.0, V=V), af.FeedForward(w, a, b, jnp.tanh), jnp.asarray(x), 1, h
     )
-    y = x + h * sa_field_numpy(x, 1.0, V=V)
+    # Post-LN sublayers add their raw (unprojected) outputs, then normalise.
+    logits = x @ x.T
+    a = np.exp(logits - logits.max(axis=1, keepdims=True))
+    y = x + h * (a / a.sum(axis=1, keepdims=True)) @ (x @ V.T)
     y /= np.linalg.norm(y, axis=1, keepdims=True)
-    z = y + h * _tangent(y, np.tanh(y @ a.T + b) @ w.T)
+    z = y + h * (np.tanh(y @ a.T + b) @ w.T)
     np.testing.assert_allclose(xs[1], z / np.linalg.norm(z, axis=1, keepdims=True), rtol=1e-12)
 
 
@@ -81,7 +84,9 @@ def test_piecewise_constant_feedforward_and_gradient():
         [af.FeedForward(w, a, b, jnp.tanh), af.FeedForward(w2, a, b, jnp.tanh)], [0.5]
     )
     h, L = 0.25, 4  # layers at t = 0, 0.25 use w; at t = 0.5, 0.75 they use −w
-    xs = af.lie_trotter_layers(af.SelfAttention(1.0), ff, jnp.asarray(x), L, h)
+    xs = af.lie_trotter_layers(
+        af.SelfAttention(1.0), ff, jnp.asarray(x), L, h, projected=True
+    )
     expected = x
     for weights in (w, w, w2, w2):
         u = expected + h * sa_field_numpy(expected, 1.0)

@@ -70,9 +70,15 @@ def test_layers_scan_matches_the_layer_map(name):
 def test_post_ln_is_the_papers_discrete_transformer():
     x0 = af.random_tokens(jr.key(3), N, D)
     field = af.SelfAttention(2.0, Q, K, V)
+    # PostLN with the raw attention output is the paper's update; `layers` must be the same.
     np.testing.assert_allclose(
-        af.PostLN().layers(field, x0, 6, 0.1), af.layers(field, x0, 6, 0.1), atol=1e-15
+        af.PostLN().layers(af.AttentionSublayer(field), x0, 6, 0.1),
+        af.layers(field, x0, 6, 0.1),
+        atol=1e-15,
     )
+    # Stepping with the projected field is a different scheme, and the test can tell.
+    projected = af.layers(field, x0, 6, 0.1, projected=True)
+    assert float(jnp.abs(projected - af.layers(field, x0, 6, 0.1)).max()) > 1e-4
 
 
 def test_single_token_radius_grows_linearly():

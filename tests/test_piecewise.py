@@ -205,7 +205,8 @@ def test_layers_use_one_piece_per_layer_when_switch_dtype_differs(switch_dtype, 
     xs = af.layers(f, x0, num_layers, step, t0=t0)
     x, expected = x0, [x0]
     for k in range(num_layers):
-        x = af.normalize(x + float(step) * af.SelfAttention(1.0, V=V[k])(0.0, x))
+        # The discrete Transformer steps with the unprojected attention output.
+        x = af.normalize(x + float(step) * af.SelfAttention(1.0, V=V[k]).attention_output(x))
         expected.append(x)
     np.testing.assert_allclose(xs, jnp.stack(expected), atol=1e-7)
 

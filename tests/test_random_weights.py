@@ -54,7 +54,7 @@ def test_layers_use_piece_l_at_layer_l(dtype):
     assert xs.dtype == dtype
     x = x0
     for layer in range(L):
-        x = af.normalize(x + tau * f.piece(layer)(0.0, x))
+        x = af.normalize(x + tau * f.piece(layer).attention_output(x))
         np.testing.assert_allclose(xs[layer + 1], x, rtol=1e-5, atol=1e-6)
 
 

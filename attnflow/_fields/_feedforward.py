@@ -9,8 +9,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import check_matrix, check_shape_tokens, check_tokens
+from .._layers import iterate_layers, residual_update
 from .._sphere import normalize, project_tangent
-from ._self_attention import AbstractField
+from ._base import AbstractField
 
 
 class FeedForward(AbstractField):
@@ -73,6 +74,10 @@ class FeedForward(AbstractField):
             )
         return self.activation(x @ self.a.T + self.b[None, :]) @ self.w.T
 
+    def residual(self, t, x, args=None):
+        """The unprojected perceptron output w σ(a x_i + b) (the residual update)."""
+        return self.output(x)
+
     def __call__(self, t, x, args=None):
         return project_tangent(x, self.output(x))
 
@@ -114,6 +119,10 @@ class TransformerBlock(AbstractField):
     def __call__(self, t, x, args=None):
         return self.attention(t, x, args) + self.feedforward(t, x, args)
 
+    def residual(self, t, x, args=None):
+        """Attention output plus perceptron output, both unprojected (the residual update)."""
+        return self.attention.residual(t, x, args) + self.feedforward.residual(t, x, args)
+
 
 def lie_trotter_layers(
     attention: Callable,
@@ -124,14 +133,17 @@ def lie_trotter_layers(
     *,
     args=None,
     t0=0.0,
+    projected: bool = False,
 ) -> Float[Array, "layers n d"]:
     """The discrete Transformer with a feed-forward block: Lie–Trotter splitting of (2.8),
     attention first, then the MLP, each a residual step followed by layer normalisation:
 
-        y_k     = normalize(x_k + step · attention(t_k, x_k)),
-        x_{k+1} = normalize(y_k + step · feedforward(t_k, y_k)),     t_k = t0 + k·step.
+        y_k     = normalize(x_k + step · Σ_j a_ij V x_j),
+        x_{k+1} = normalize(y_k + step · w σ(a y_k + b)),     t_k = t0 + k·step,
 
-    A first-order scheme: ``lie_trotter_layers(att, ff, x0, T/h, h)[-1]`` converges to
+    with the unprojected sublayer outputs (``residual``), as in a post-LN Transformer and in
+    :func:`attnflow.layers`; ``projected=True`` steps with the tangent fields instead. A
+    first-order scheme: ``lie_trotter_layers(att, ff, x0, T/h, h)[-1]`` converges to
     ``solve(TransformerBlock(att, ff), x0, T)`` with error O(h).
 
     Returns:
@@ -145,14 +157,12 @@ def lie_trotter_layers(
         (11, 5, 3)
     """
     x0 = check_tokens(x0, "x0")
-    if int(num_layers) < 0:
-        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
 
-    def one_layer(x, k):
-        t = t0 + k * step
-        y = normalize(x + step * attention(t, x, args))
-        x_next = normalize(y + step * feedforward(t, y, args))
-        return x_next, x_next
+    def sublayer(part, t, x):
+        return part(t, x, args) if projected else residual_update(part, t, x, args)
 
-    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(int(num_layers)))
-    return jnp.concatenate([x0[None], xs], axis=0)
+    def one_layer(t, x):
+        y = normalize(x + step * sublayer(attention, t, x))
+        return normalize(y + step * sublayer(feedforward, t, y))
+
+    return iterate_layers(one_layer, x0, num_layers, step, t0)

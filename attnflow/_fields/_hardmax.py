@@ -1,13 +1,13 @@
 """The singular β → ∞ limit of attention: hardmax attention, paper (9.5)–(9.6)."""
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import check_shape_tokens, is_traced
-from .._sphere import project_tangent
-from ._self_attention import AbstractField, SelfAttention
+from ._base import AbstractAttention, check_field_input, weights_from_args
+from ._kernel import attention_matrix
+from ._self_attention import SelfAttention
 
 
 def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batch n"]:
@@ -32,13 +32,16 @@ def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batc
     """
     if not is_traced(tol) and float(tol) < 0:
         raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
-    logits = jax.lax.stop_gradient(logits)
-    top = jnp.max(logits, axis=-1, keepdims=True)
-    selected = (logits >= top - tol).astype(logits.dtype)
-    return selected / jnp.sum(selected, axis=-1, keepdims=True)
+    logits = jnp.asarray(logits)
+    flat = logits.reshape(-1, logits.shape[-1])
+    # A hardmax row is the kernel's "hardmax" normalisation of scores s = 0 + bias.
+    zeros = jnp.zeros((flat.shape[0], 1), flat.dtype)
+    keys = jnp.zeros((flat.shape[1], 1), flat.dtype)
+    a = attention_matrix(zeros, keys, bias=flat, normalization="hardmax", hardmax_tol=tol)
+    return a.reshape(logits.shape)
 
 
-class HardmaxSelfAttention(AbstractField):
+class HardmaxSelfAttention(AbstractAttention):
     r"""The β → ∞ limit of (SA) (2.3) on the sphere: each token follows the mean of its leaders,
 
         ẋ_i = P^⊥_{x_i} ( (1/|C_i|) Σ_{j ∈ C_i} V x_j ),
@@ -61,23 +64,23 @@ class HardmaxSelfAttention(AbstractField):
         True
     """
 
-    scores: SelfAttention
+    attention: SelfAttention
     tol: float = eqx.field(static=True)
 
     def __init__(self, Q=None, K=None, V=None, *, tol=0.0):
         if float(tol) < 0:
             raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
-        self.scores = SelfAttention(1.0, Q, K, V)
+        self.attention = SelfAttention(1.0, Q, K, V)
         self.tol = float(tol)
 
-    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """The hardmax attention matrix: 1/|C_i| on C_i, 0 elsewhere; row-stochastic."""
-        return hardmax(self.scores.logits(x), tol=self.tol)
+    def check_tokens(self, x):
+        self.attention.check_tokens(x)
 
-    def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
-        a = self.attention_matrix(x)
-        values = x if self.scores.V is None else x @ self.scores.V.T
-        return project_tangent(x, a @ values)
+    def scores(self, x, weights):
+        """⟨Q x_i, K x_j⟩ with the kernel's "hardmax" normalisation (ties averaged)."""
+        return self.attention.scores(x, weights)._replace(
+            normalization="hardmax", hardmax_tol=self.tol
+        )
 
 
 class HardmaxRescaledAttention(eqx.Module):
@@ -103,21 +106,23 @@ class HardmaxRescaledAttention(eqx.Module):
         [0.0, 0.0, 0.0, 0.0, 0.0, 0.6667]
     """
 
-    scores: SelfAttention
-    tol: float = eqx.field(static=True)
+    attention: HardmaxSelfAttention
 
     def __init__(self, Q=None, K=None, V=None, *, tol=0.0):
-        if float(tol) < 0:
-            raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
-        self.scores = SelfAttention(1.0, Q, K, V)
-        self.tol = float(tol)
+        self.attention = HardmaxSelfAttention(Q, K, V, tol=tol)
 
-    def attention_matrix(self, z: Float[Array, "n d"]) -> Float[Array, "n n"]:
+    @property
+    def tol(self) -> float:
+        return self.attention.tol
+
+    def attention_matrix(
+        self, z: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, "n n"]:
         """The hardmax attention matrix of (9.5): 1/|C_i| on C_i, 0 elsewhere."""
         check_shape_tokens(z, "z")
-        return hardmax(self.scores.logits(z), tol=self.tol)
+        return self.attention.attention_matrix(z, weights)
 
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
-        a = self.attention_matrix(z)
-        values = z if self.scores.V is None else z @ self.scores.V.T
-        return a @ values - values
+        check_field_input(z, "z", nonzero=False)
+        out = self.attention.attention_output(z, weights_from_args(args, z.shape[0]))
+        return out - self.attention.attention.scores(z, None).values

@@ -9,7 +9,8 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._check import is_traced
-from ._self_attention import AbstractField, SelfAttention
+from ._base import AbstractField
+from ._self_attention import SelfAttention
 
 
 def _num_pieces_of(switch_times) -> int:
@@ -154,6 +155,10 @@ class PiecewiseConstant(AbstractField):
 
     def __call__(self, t, x, args=None):
         return self.piece(self.piece_index(t))(t, x, args)
+
+    def residual(self, t, x, args=None):
+        """The current piece's residual update (its unprojected attention output)."""
+        return self.piece(self.piece_index(t)).residual(t, x, args)
 
     @classmethod
     def from_fields(cls, fields: Sequence[AbstractField], switch_times) -> "PiecewiseConstant":

@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_shape_tokens, check_tokens, is_traced
+from .._check import check_tokens, is_traced
 from .._solve import solve
-from .._sphere import project_tangent
-from ._self_attention import AbstractField, SelfAttention
+from ._base import AbstractAttention
+from ._self_attention import SelfAttention
 
 
 def alibi_bias(n: int, slope, *, causal: bool = True, dtype=None) -> Float[Array, "n n"]:
@@ -63,7 +63,7 @@ def alibi_slopes(num_heads: int) -> Float[Array, " heads"]:
     return 2.0 ** (-8.0 * h / num_heads)
 
 
-class PositionalAttention(AbstractField):
+class PositionalAttention(AbstractAttention):
     r"""Self-attention with a fixed positional bias b on the logits:
 
         ẋ_i = P^⊥_{x_i} ( Σ_j a_ij V x_j ),   a_ij = exp(β⟨Q x_i, K x_j⟩ + b_ij) / Z_i,
@@ -110,33 +110,17 @@ class PositionalAttention(AbstractField):
                 )
         self.bias = jnp.asarray(bias)
 
-    def _check(self, x):
-        check_shape_tokens(x)
+    def check_tokens(self, x):
+        self.attention.check_tokens(x)
         if x.shape[0] != self.bias.shape[0]:
             raise ValueError(
                 f"x: the positional bias is for n = {self.bias.shape[0]} tokens, "
                 f"got n = {x.shape[0]}"
             )
 
-    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """β⟨Q x_i, K x_j⟩ + b_ij (−∞ where masked)."""
-        self._check(x)
-        return self.attention.logits(x) + self.bias.astype(x.dtype)
-
-    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """a_ij: row-stochastic for softmax; exp(logits)/n for ``"n"`` (zero where masked)."""
-        logits = self.logits(x)
-        if self.attention.normalization == "softmax":
-            return jax.nn.softmax(logits, axis=-1)
-        return jnp.exp(logits) / x.shape[0]
-
-    def attention_output(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
-        """Σ_j a_ij V x_j before the tangent projection."""
-        values = x if self.attention.V is None else x @ self.attention.V.T
-        return self.attention_matrix(x) @ values
-
-    def __call__(self, t, x, args=None):
-        return project_tangent(x, self.attention_output(x))
+    def scores(self, x, weights):
+        """SelfAttention's scores plus the bias b_ij (−∞ entries mask)."""
+        return self.attention.scores(x, weights)._replace(bias=self.bias.astype(x.dtype))
 
 
 def retrieval_profile(

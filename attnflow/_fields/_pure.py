@@ -14,6 +14,9 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
 from .._check import check_matrix, check_shape_tokens, check_tokens
+from .._layers import iterate_layers
+from ._base import check_field_input, weights_from_args
+from ._kernel import attention
 from ._self_attention import SelfAttention
 
 
@@ -109,7 +112,8 @@ class PureSelfAttention(eqx.Module):
         self.attention = SelfAttention(beta, Q, K, V)
 
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
-        return self.attention.attention_output(x)
+        check_field_input(x, nonzero=False)
+        return self.attention.attention_output(x, weights_from_args(args, x.shape[0]))
 
 
 class RescaledSelfAttention(eqx.Module):
@@ -149,19 +153,34 @@ class RescaledSelfAttention(eqx.Module):
         self.attention = SelfAttention(beta, Q, K, V)
         self.logits_at = logits_at
 
-    def attention_matrix(self, t, z: Float[Array, "n d"]) -> Float[Array, "n n"]:
+    def _logit_points(self, t, z):
+        if self.logits_at == "z":
+            return z
+        V = self.attention.V
+        # V = I (omitted) still rescales: e^{tI} z = e^t z raises the effective β to β e^{2t}.
+        return z * jnp.exp(jnp.asarray(t, z.dtype)) if V is None else z @ _propagator(t, V).T
+
+    def attention_matrix(
+        self, t, z: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, "n n"]:
         """a_ij(t) of (9.3) (or of (9.4) when ``logits_at="z"``); row-stochastic."""
         check_shape_tokens(z, "z")
-        if self.logits_at == "x":
-            V = self.attention.V
-            # V = I (omitted) still rescales: e^{tI} z = e^t z raises the effective β to β e^{2t}.
-            z = z * jnp.exp(jnp.asarray(t, z.dtype)) if V is None else z @ _propagator(t, V).T
-        return self.attention.attention_matrix(z)
+        return self.attention.attention_matrix(self._logit_points(t, z), weights)
 
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
-        a = self.attention_matrix(t, z)
-        values = z if self.attention.V is None else z @ self.attention.V.T
-        return a @ values - values
+        check_field_input(z, "z", nonzero=False)
+        weights = weights_from_args(args, z.shape[0])
+        scores = self.attention.scores(self._logit_points(t, z), weights)
+        values = z if self.attention.V is None else z @ jnp.asarray(self.attention.V, z.dtype).T
+        # Rows of a sum to one, so Σ_j a_ij V(z_j − z_i) = Σ_j a_ij V z_j − V z_i.
+        out = attention(
+            scores.queries,
+            scores.keys,
+            values,
+            weights=scores.weights,
+            block_size=self.attention._block_size(z.shape[0]),
+        )
+        return out - values
 
 
 def residual_layers(
@@ -185,12 +204,4 @@ def residual_layers(
         (5, 3, 2)
     """
     x0 = check_tokens(x0, "x0", unit=False)
-    if int(num_layers) < 0:
-        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
-
-    def one_layer(x, k):
-        x_next = x + step * field(t0 + k * step, x, args)
-        return x_next, x_next
-
-    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(int(num_layers)))
-    return jnp.concatenate([x0[None], xs], axis=0)
+    return iterate_layers(lambda t, x: x + step * field(t, x, args), x0, num_layers, step, t0)

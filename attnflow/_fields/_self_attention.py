@@ -1,120 +1,18 @@
-"""Vector fields on (S^{d-1})^n with diffrax's signature ``field(t, x, args) -> (n, d)``."""
+"""Softmax self-attention (SA, paper (2.3)), its unnormalised variant (USA) and multi-head
+attention (2.7): the attention fields every other variant is built like."""
 
-import abc
 from typing import Literal
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_beta, check_matrix, check_shape_tokens, check_weights
-from .._energy import AbstractEnergy
-from .._metric import AbstractMetric, riemannian_gradient
-from .._sphere import project_tangent
-from ._blocked import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, blocked_attention
+from .._check import check_beta, check_matrix, check_shape_tokens
+from ._base import AbstractAttention, AttentionScores, check_real
 
 
-class AbstractField(eqx.Module):
-    """A tangent vector field on (S^{d-1})^n: ``field(t, x, args)`` returns (n, d), row i ⟂ x_i.
-
-    Fields act on ONE system ``x`` of shape (n, d); batch with ``jax.vmap``. Off the sphere they
-    use P_x = I − x xᵀ/|x|² so that |x_i| is conserved exactly (MATH.md §1.12).
-
-    Weighted empirical measures μ = Σ_i w_i δ_{x_i}: the attention fields and
-    :class:`GradientFlow` read ``args`` as ``None`` (uniform weights 1/n), a (n,) array of
-    non-negative weights, or a dict whose ``"weights"`` entry is one of those. So
-    ``solve(field, x0, t1, args=w)`` evolves a weighted measure; weights are constant in time
-    (the continuity equation moves mass, it does not create it).
-    """
-
-    @abc.abstractmethod
-    def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
-        raise NotImplementedError
-
-
-def _as(array, x):
-    """Parameters follow the tokens' precision (float32 tokens stay float32 under x64)."""
-    return None if array is None else jnp.asarray(array, dtype=x.dtype)
-
-
-def _logits(beta, Q, K, x):
-    """β ⟨Q x_i, K x_j⟩ as an (n, n) matrix: x Qᵀ (x Kᵀ)ᵀ, so rectangular Q, K cost O(n k d)."""
-    queries = x if Q is None else x @ _as(Q, x).T
-    keys = x if K is None else x @ _as(K, x).T
-    return _as(beta, x) * (queries @ keys.T)
-
-
-def _causal_mask(n: int):
-    return jnp.tril(jnp.ones((n, n), dtype=bool))
-
-
-DENSE_TILE = 2**20
-"""Entries of the (rows, m) logit tile the dense path works on at once: it takes
-DENSE_TILE // m query rows (at least one) against all m keys (exact two-pass softmax), so one
-expression up to n = 1024, 256 rows at n = 4096, 64 at 16384 (4 MiB tiles in float32).
-
-Measured on a 2-core CPU (benchmarks/RESULTS_scaling.md, d = 64, float32): evaluated as one
-expression, the n × n logits and exponentials leave the cache past n ≈ 2000 and XLA's CPU
-backend fuses the whole field into one loop nest that reached 30% of the matmul peak at
-n = 4096–16384; in tiles of rows the two products run as matrix multiplications again.
-"""
-
-
-def _dense_attention(beta, queries, keys, values, weights, normalization: str, causal: bool):
-    """Σ_j a_ij v_j over full rows of the logits, a tile of ``DENSE_TILE`` entries at a time.
-
-    Each row is the exact two-pass softmax (row maximum, then e^{s − max}); blocking only the
-    queries changes no arithmetic, it bounds the forward temporaries by (rows, m) instead of
-    (n, m). Reverse mode still stores every block's exponentials: n × m in all, as a dense
-    field must.
-    """
-    n, k = queries.shape
-    m = keys.shape[0]
-
-    def rows(q, index):
-        logits = beta * (q @ keys.T)
-        if causal:
-            logits = jnp.where(jnp.arange(m)[None, :] <= index[:, None], logits, -jnp.inf)
-        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-        e = jnp.exp(logits - row_max)
-        if weights is not None:
-            e = e * weights[None, :]
-        out = e @ values
-        if normalization == "softmax":
-            return out / jnp.sum(e, axis=-1, keepdims=True)
-        return out * (jnp.exp(row_max) if weights is not None else jnp.exp(row_max) / m)
-
-    index = jnp.arange(n)
-    block = max(1, DENSE_TILE // m)
-    if n <= block:
-        return rows(queries, index)
-    # Whole blocks through lax.map, the remainder in one smaller call: no padded rows.
-    whole = n - n % block
-    out = jax.lax.map(
-        lambda q_and_index: rows(*q_and_index),
-        (queries[:whole].reshape(-1, block, k), index[:whole].reshape(-1, block)),
-    ).reshape(whole, -1)
-    if whole == n:
-        return out
-    return jnp.concatenate([out, rows(queries[whole:], index[whole:])])
-
-
-def _weights_from_args(args, n: int):
-    """The weights a field reads from ``args``: None, a (n,) array, or {"weights": array}."""
-    if isinstance(args, dict):
-        args = args.get("weights")
-    if args is None:
-        return None
-    if jnp.ndim(args) != 1:
-        raise ValueError(
-            "args: attention fields read args as None, a (n,) array of weights or a dict with "
-            f"key 'weights'; got {type(args).__name__} of shape {jnp.shape(args)}"
-        )
-    return check_weights(args, n, "args (weights)")
-
-
-class SelfAttention(AbstractField):
+class SelfAttention(AbstractAttention):
     r"""Self-attention dynamics, paper (2.3) (SA) and its unnormalised variant (USA):
 
         ẋ_i = P^⊥_{x_i} ( Σ_j a_ij V x_j ),   a_ij = exp(β⟨Q x_i, K x_j⟩) / Z_i,
@@ -186,6 +84,7 @@ class SelfAttention(AbstractField):
         for name, matrix in (("Q", Q), ("K", K), ("V", V)):
             if matrix is not None:
                 check_matrix(matrix, name, "(d, d)" if name == "V" else "(k, d)")
+                check_real(matrix, name)
         given = {name: m for name, m in (("Q", Q), ("K", K), ("V", V)) if m is not None}
         if len({m.shape[1] for m in given.values()}) > 1:
             shapes = ", ".join(f"{name}: {m.shape}" for name, m in given.items())
@@ -211,6 +110,8 @@ class SelfAttention(AbstractField):
         self.K = None if K is None else jnp.asarray(K)
         self.V = None if V is None else jnp.asarray(V)
         self.normalization = normalization
+        if not isinstance(causal, bool | np.bool_):
+            raise ValueError(f"causal: expected True or False, got {causal!r}")
         self.causal = bool(causal)
         if block_size is not None and (
             not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
@@ -220,84 +121,38 @@ class SelfAttention(AbstractField):
 
     @property
     def dim(self) -> int | None:
+        """The token dimension d fixed by Q, K or V (None when all are the identity)."""
         for m in (self.Q, self.K, self.V):
             if m is not None:
                 return m.shape[1]
         return None
 
-    def _check(self, x):
+    def check_tokens(self, x):
         check_shape_tokens(x)
         if self.dim is not None and x.shape[1] != self.dim:
             raise ValueError(
                 f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
             )
 
-    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """β⟨Q x_i, K x_j⟩."""
-        self._check(x)
-        return _logits(self.beta, self.Q, self.K, x)
-
-    def attention_matrix(
-        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
-    ) -> Float[Array, "n n"]:
-        """a_ij of (2.5): row-stochastic for SA; exp(logits)/n for USA (causal: zero for j > i).
-
-        With ``weights``: w_j e^{s_ij} / Σ_k w_k e^{s_ik} (SA) or w_j e^{s_ij} (USA).
-        """
-        logits = self.logits(x)
-        mask = _causal_mask(x.shape[0]) if self.causal else None
-        if weights is not None:
-            w = check_weights(weights, x.shape[0])
-            if self.causal:
-                logits = jnp.where(mask, logits, -jnp.inf)
-            row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-            e = jnp.exp(logits - row_max) * w[None, :]
-            if self.normalization == "softmax":
-                return e / jnp.sum(e, axis=-1, keepdims=True)
-            return e * jnp.exp(row_max)
-        if self.normalization == "softmax":
-            return jax.nn.softmax(logits, axis=-1, where=mask)
-        e = jnp.exp(logits) / x.shape[0]
-        return e if mask is None else jnp.where(mask, e, 0.0)
-
-    def attention_output(
-        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
-    ) -> Float[Array, "n d"]:
-        """Σ_j a_ij V x_j before the tangent projection (one head of (2.7)); ``weights`` as in
-        :meth:`attention_matrix`. Blocked above the size threshold (see the class docstring)."""
-        n = x.shape[0]
-        if self.block_size is not None or n > AUTO_BLOCK_THRESHOLD:
-            return self._blocked_output(x, weights)
-        self._check(x)
-        w = None if weights is None else _as(check_weights(weights, n), x)
-        queries = x if self.Q is None else x @ _as(self.Q, x).T
-        keys = x if self.K is None else x @ _as(self.K, x).T
-        values = x if self.V is None else x @ _as(self.V, x).T
-        return _dense_attention(
-            _as(self.beta, x), queries, keys, values, w, self.normalization, self.causal
+    def scores(self, x, weights):
+        """q_i = β Q x_i, k_j = K x_j, v_j = V x_j; softmax (SA) or sum with w = 1/n (USA)."""
+        queries = project_rows(x, self.Q)
+        return AttentionScores(
+            queries=jnp.asarray(self.beta, x.dtype) * queries,
+            keys=project_rows(x, self.K),
+            values=project_rows(x, self.V),
+            weights=weights,
+            mask="causal" if self.causal else None,
+            normalization="softmax" if self.normalization == "softmax" else "sum",
         )
 
-    def _blocked_output(self, x, weights):
-        self._check(x)
-        w = None if weights is None else check_weights(weights, x.shape[0])
-        queries = x if self.Q is None else x @ self.Q.T
-        keys = x if self.K is None else x @ self.K.T
-        values = x if self.V is None else x @ _as(self.V, x).T
-        return blocked_attention(
-            self.beta * queries,
-            keys,
-            values,
-            w,
-            normalization=self.normalization,
-            causal=self.causal,
-            block_size=self.block_size or DEFAULT_BLOCK_SIZE,
-        )
 
-    def __call__(self, t, x, args=None):
-        return project_tangent(x, self.attention_output(x, _weights_from_args(args, x.shape[0])))
+def project_rows(x, matrix):
+    """Rows x_i ↦ M x_i (M maps column vectors: x Mᵀ), in the tokens' precision; None is I."""
+    return x if matrix is None else x @ jnp.asarray(matrix, x.dtype).T
 
 
-class MultiHeadAttention(AbstractField):
+class MultiHeadAttention(AbstractAttention):
     """Multi-head self-attention, paper (2.7): one projection outside the sum over heads,
 
         ẋ_i = P^⊥_{x_i} ( Σ_h Σ_j a^h_ij V_h x_j ).
@@ -327,43 +182,26 @@ class MultiHeadAttention(AbstractField):
             raise ValueError(f"heads: all heads must act on the same d, got dimensions {dims}")
         self.heads = heads
 
-    def __call__(self, t, x, args=None):
-        weights = _weights_from_args(args, x.shape[0])
-        total = sum(head.attention_output(x, weights) for head in self.heads)
-        return project_tangent(x, total)
+    def check_tokens(self, x):
+        for head in self.heads:
+            head.check_tokens(x)
+
+    def scores(self, x, weights):
+        raise TypeError(
+            "MultiHeadAttention has one set of scores per head: use heads[h].scores(x, weights)"
+        )
+
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "heads n n"]:
+        """Each head's logits, stacked: (heads, n, n)."""
+        return jnp.stack([head.logits(x) for head in self.heads])
+
+    def attention_matrix(self, x, weights=None) -> Float[Array, "heads n n"]:
+        """Each head's attention matrix, stacked: (heads, n, n)."""
+        return jnp.stack([head.attention_matrix(x, weights) for head in self.heads])
+
+    def attention_output(self, x, weights=None):
+        """Σ_h Σ_j a^h_ij V_h x_j before the projection (one projection outside the sum)."""
+        return sum(head.attention_output(x, weights) for head in self.heads)
 
 
-class GradientFlow(AbstractField):
-    """The Riemannian gradient flow ẋ = ± grad_metric E(x) (ascent by default).
-
-    ``GradientFlow(InteractionEnergy(β), WassersteinMetric())`` is USA (Lemma 3.6, (3.11));
-    ``GradientFlow(InteractionEnergy(β, A), AttentionMetric(β, A))`` is SA with V = A = QᵀK
-    symmetric (§3.4, (3.12)). ``descent=True`` flips the sign (the repulsive V = −I case).
-
-    Example:
-        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> x = af.random_tokens(jr.key(1), 5, 3)
-        >>> flow = af.GradientFlow(af.InteractionEnergy(2.0), af.AttentionMetric(2.0))
-        >>> bool(jnp.allclose(flow(0.0, x, None), af.SelfAttention(2.0)(0.0, x, None), atol=1e-5))
-        True
-    """
-
-    energy: AbstractEnergy
-    metric: AbstractMetric
-    descent: bool = eqx.field(static=True, default=False)
-
-    def __check_init__(self):
-        if not isinstance(self.energy, AbstractEnergy):
-            raise ValueError(
-                f"energy: expected an AbstractEnergy, got {type(self.energy).__name__}"
-            )
-        if not isinstance(self.metric, AbstractMetric):
-            raise ValueError(
-                f"metric: expected an AbstractMetric, got {type(self.metric).__name__}"
-            )
-
-    def __call__(self, t, x, args=None):
-        check_shape_tokens(x)
-        weights = _weights_from_args(args, x.shape[0])
-        grad = riemannian_gradient(self.energy, self.metric, x, weights)
-        return -grad if self.descent else grad
+__all__ = ["SelfAttention", "MultiHeadAttention", "project_rows"]

@@ -34,8 +34,8 @@ from .._check import (
     is_traced,
 )
 from .._energy import AbstractEnergy, default_weights
-from .._sphere import project_tangent
-from ._self_attention import AbstractField, SelfAttention
+from ._base import AbstractAttention
+from ._self_attention import SelfAttention
 
 
 def _check_iterations(iterations, tolerance):
@@ -157,10 +157,13 @@ def sinkhorn_potentials(
     return u, v
 
 
-class SinkhornAttention(AbstractField):
+class SinkhornAttention(AbstractAttention):
     r"""Self-attention with Sinkhorn (doubly stochastic) normalisation, as in Sinkformers:
 
         ẋ_i = P^⊥_{x_i} ( Σ_j A_ij V x_j ),   A = diag(e^u) exp(β⟨Q x_i, K x_j⟩) diag(e^v) / n,
+
+    (for a weighted measure, ``args`` = weights w: the marginals are (w, w) and
+    A_ij = e^{u_i + L_ij + v_j} w_j, rows and columns Σ_i w_i A_ij = 1 summing to one),
 
     with u, v the Sinkhorn scalings that make A doubly stochastic (rows and columns sum to 1)
     instead of the softmax's row normalisation of (2.4). With QᵀK = W symmetric, A is symmetric
@@ -207,25 +210,31 @@ class SinkhornAttention(AbstractField):
         self.iterations = int(iterations)
         self.tolerance = None if tolerance is None else float(tolerance)
 
-    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """β⟨Q x_i, K x_j⟩."""
-        return self.attention.logits(x)
+    def check_tokens(self, x):
+        self.attention.check_tokens(x)
 
-    def attention_matrix(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """The doubly stochastic A (rows and columns sum to 1 to ``tolerance``)."""
-        logits = self.logits(x)
+    def scores(self, x, weights):
+        """Scores whose bias carries the Sinkhorn scalings: b_ij = u_i + v_j.
+
+        With marginals w (``weights``; uniform when None) and log-domain scalings (u, v) of
+        :func:`sinkhorn_potentials`, A_ij = w_j exp(L_ij + u_i + v_j): the kernel's "sum"
+        normalisation with weights w and that bias. Columns are exact after the last v-update
+        and rows are within ``tolerance`` of 1; w_j A_ij ≤ 1, so nothing overflows.
+        """
+        base = self.attention.scores(x, None)
+        logits = base.queries @ base.keys.T
         n = x.shape[0]
-        log_w = jnp.full((n,), -jnp.log(n), dtype=logits.dtype)
-        u, v = sinkhorn_potentials(logits, log_w, self.iterations, self.tolerance)
-        return jnp.exp(logits + u[:, None] + (v + log_w)[None, :])
-
-    def attention_output(self, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
-        """Σ_j A_ij V x_j before the tangent projection."""
-        values = x if self.attention.V is None else x @ self.attention.V.T
-        return self.attention_matrix(x) @ values
-
-    def __call__(self, t, x, args=None):
-        return project_tangent(x, self.attention_output(x))
+        if weights is None:
+            weights = jnp.full((n,), 1.0 / n, dtype=logits.dtype)
+        else:
+            message = "args (weights): Sinkhorn attention needs positive marginals w_j > 0"
+            if is_traced(weights):
+                weights = eqx.error_if(weights, jnp.any(weights <= 0), message)
+            elif bool(jnp.any(weights <= 0)):
+                raise ValueError(f"{message}, got {weights}")
+            weights = weights.astype(logits.dtype)
+        u, v = sinkhorn_potentials(logits, jnp.log(weights), self.iterations, self.tolerance)
+        return base._replace(weights=weights, bias=u[:, None] + v[None, :], normalization="sum")
 
 
 class SinkhornEnergy(AbstractEnergy):

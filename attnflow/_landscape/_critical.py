@@ -14,7 +14,8 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._check import check_tokens, check_weights, is_traced
 from .._energy import AbstractEnergy
-from ._hessian import _orbit_frame, _riemannian_hessian, _tangent_basis
+from .._sphere import _tangent_basis, retract
+from ._hessian import _orbit_frame, _riemannian_hessian
 
 Kind = Literal["local maximum", "local minimum", "strict saddle", "degenerate"]
 
@@ -66,8 +67,7 @@ def _grad_coords(energy, x, weights, basis):
 
 
 def _retract(x, basis, step):
-    y = x + jnp.einsum("nk,nkd->nd", step.reshape(x.shape[0], -1), basis)
-    return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+    return retract(x, jnp.einsum("nk,nkd->nd", step.reshape(x.shape[0], -1), basis))
 
 
 @eqx.filter_jit

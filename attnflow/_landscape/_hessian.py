@@ -25,7 +25,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._check import check_tokens, check_weights
 from .._energy import AbstractEnergy
-from .._sphere import tangent
+from .._sphere import _tangent_basis, tangent, tangent_basis, weingarten_term
 
 _CHUNK_ELEMENTS = 2**23
 
@@ -35,39 +35,6 @@ def _check_energy(energy):
         raise ValueError(
             f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
         )
-
-
-def tangent_basis(x: Float[Array, "n d"]) -> Float[Array, "n d-1 d"]:
-    """An orthonormal basis of each tangent space T_{x_i}S^{d-1}: shape (n, d−1, d).
-
-    Row ``basis[i, k]`` is a unit vector orthogonal to x_i and to ``basis[i, l]`` (l ≠ k). For
-    d = 2 it is the rotation of x_i by +π/2, (−sin θ_i, cos θ_i) for x_i = (cos θ_i, sin θ_i), so
-    coordinates in this basis are angle increments. For d ≥ 3 it is the last d − 1 columns of the
-    Householder reflection that swaps x_i and ∓e_1 (stable: the reflector has norm ≥ √2).
-
-    Example:
-        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> x = af.random_tokens(jr.key(0), 5, 4)
-        >>> b = af.tangent_basis(x)
-        >>> b.shape
-        (5, 3, 4)
-        >>> bool(jnp.abs(jnp.einsum("nkd,nd->nk", b, x)).max() < 1e-12)
-        True
-    """
-    return _tangent_basis(check_tokens(x, "x"))
-
-
-@jax.jit
-def _tangent_basis(x):
-    if x.shape[1] == 2:
-        return jnp.stack([-x[:, 1], x[:, 0]], axis=-1)[:, None, :]
-    sign = jnp.where(x[:, :1] >= 0, 1.0, -1.0).astype(x.dtype)
-    u = x.at[:, :1].add(sign)
-    reflector = (
-        jnp.eye(x.shape[1], dtype=x.dtype)[None]
-        - 2 * jnp.einsum("nd,ne->nde", u, u) / jnp.sum(u * u, axis=-1)[:, None, None]
-    )
-    return reflector[:, 1:, :]
 
 
 def riemannian_hessian(
@@ -125,7 +92,7 @@ def _riemannian_hessian(energy, x, weights):
 
     chunk = max(1, min(m, _CHUNK_ELEMENTS // (n * n)))
     euclidean = jax.lax.map(column, jnp.eye(m, dtype=x.dtype), batch_size=chunk)
-    weingarten = jnp.sum(x * jax.grad(energy)(x, weights), axis=-1)
+    weingarten = weingarten_term(x, jax.grad(energy)(x, weights))
     hessian = euclidean - jnp.diag(jnp.repeat(weingarten, d - 1))
     return (hessian + hessian.T) / 2
 

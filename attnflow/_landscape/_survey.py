@@ -20,7 +20,7 @@ from jaxtyping import PRNGKeyArray
 from .._diagnostics import count_clusters
 from .._energy import InteractionEnergy
 from .._fields._self_attention import SelfAttention
-from .._solve import layers
+from .._layers import layers
 from ._critical import classify_critical_point, find_critical_point
 
 KINDS = ("local maximum", "local minimum", "strict saddle", "degenerate")

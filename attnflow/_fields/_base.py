@@ -1,0 +1,225 @@
+"""The field base classes: :class:`AbstractField` and the one attention interface
+:class:`AbstractAttention`."""
+
+import abc
+from typing import NamedTuple
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._check import check_shape_tokens, check_weights, is_traced
+from .._sphere import project_tangent
+from ._kernel import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, attention, attention_matrix
+
+
+class AbstractField(eqx.Module):
+    """A tangent vector field on (S^{d-1})^n: ``field(t, x, args)`` returns (n, d), row i ⟂ x_i.
+
+    Fields act on ONE system ``x`` of shape (n, d); batch with ``jax.vmap``. Off the sphere they
+    use P_x = I − x xᵀ/|x|² so that |x_i| is conserved exactly (see the conventions page).
+
+    Weighted empirical measures μ = Σ_i w_i δ_{x_i}: every attention field and
+    :class:`GradientFlow` reads ``args`` as ``None`` (uniform weights 1/n), a (n,) array of
+    non-negative weights, or a dict whose ``"weights"`` entry is one of those. So
+    ``solve(field, x0, t1, args=w)`` evolves a weighted measure; weights are constant in time
+    (the continuity equation moves mass, it does not create it).
+    """
+
+    @abc.abstractmethod
+    def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
+        raise NotImplementedError
+
+    def residual(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
+        """The update a residual block adds before the layer normalisation.
+
+        For an attention field this is the unprojected attention output Σ_j a_ij V x_j, the
+        update of the paper's discrete Transformer (see :func:`attnflow.layers`); for any other
+        field it is the field itself.
+        """
+        return self(t, x, args)
+
+
+def weights_from_args(args, n: int):
+    """The measure weights a field reads from ``args``: None, a (n,) array, or {"weights": w}."""
+    if isinstance(args, dict):
+        args = args.get("weights")
+    if args is None:
+        return None
+    if jnp.ndim(args) != 1:
+        raise ValueError(
+            "args: attention fields read args as None, a (n,) array of weights or a dict with "
+            f"key 'weights'; got {type(args).__name__} of shape {jnp.shape(args)}"
+        )
+    return check_weights(args, n, "args (weights)")
+
+
+def check_field_input(x, name: str = "x", *, nonzero: bool = True):
+    """Shape check always; for concrete arrays also finite entries and (``nonzero``) non-zero rows.
+
+    Fields are called directly (not only inside :func:`attnflow.solve`), so an eager call on a
+    NaN or zero row raises here instead of returning NaN.
+    """
+    check_shape_tokens(x, name)
+    if not is_traced(x):
+        values = np.asarray(x)
+        if not np.all(np.isfinite(values)):
+            row = int(np.argwhere(~np.isfinite(values))[0, 0])
+            raise ValueError(f"{name}: tokens contain NaN or inf (first at row {row})")
+        norms = np.linalg.norm(values, axis=-1)
+        if nonzero and np.any(norms == 0):
+            raise ValueError(
+                f"{name}: row {int(np.argmax(norms == 0))} is zero; a zero token has no tangent "
+                "space on the sphere"
+            )
+    return x
+
+
+def check_real(matrix, name: str):
+    """Complex parameters would silently lose their imaginary part: reject them."""
+    if jnp.iscomplexobj(matrix):
+        raise ValueError(
+            f"{name}: expected a real floating-point matrix, got dtype {jnp.result_type(matrix)} "
+            "(attention on the real sphere has real Q, K, V)"
+        )
+    return matrix
+
+
+class AttentionScores(NamedTuple):
+    """What an attention variant contributes: s_ij = ⟨q_i, k_j⟩ + b_ij, values and normalisation.
+
+    ``queries`` (n, k) carry β; ``keys`` (m, k); ``values`` (m, e); ``weights`` (m,) or None
+    (1/m); ``bias`` (n, m) or None; ``mask`` None, "causal" or "strict"; ``normalization``
+    "softmax", "sum" or "hardmax"; ``hardmax_tol`` the tie tolerance of "hardmax".
+    """
+
+    queries: Array
+    keys: Array
+    values: Array
+    weights: Array | None = None
+    bias: Array | None = None
+    mask: str | None = None
+    normalization: str = "softmax"
+    hardmax_tol: float = 0.0
+
+
+class AbstractAttention(AbstractField):
+    r"""The one attention interface: a variant gives its scores, the base does the rest.
+
+    A subclass implements :meth:`scores`, returning the queries (with β), keys, values, bias,
+    mask and normalisation of :class:`AttentionScores` for tokens x and measure weights w. The
+    base class then provides, all computed by the one kernel :func:`attnflow.attention`:
+
+    - ``attention_output(x, weights)`` = Σ_j a_ij v_j, unprojected;
+    - ``attention_matrix(x, weights)`` = a_ij;
+    - ``logits(x)`` = s_ij (−∞ where masked);
+    - ``field(t, x, args)`` = P_x(attention_output(x, w)) with w read from ``args``, which is
+      the flow's vector field, and ``residual`` = the unprojected output, which is the update of
+      the discrete Transformer (:func:`attnflow.layers`);
+    - validation of the tokens (shapes always; NaN, inf and zero rows in eager calls).
+
+    Multi-head fields override ``attention_output`` with a sum over heads.
+    """
+
+    @abc.abstractmethod
+    def scores(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None) -> AttentionScores:
+        """The variant's own part: queries, keys, values, bias, mask and normalisation."""
+        raise NotImplementedError
+
+    def check_tokens(self, x: Float[Array, "n d"]):
+        """Shape checks of ``x`` against the variant's parameters (override to add)."""
+        check_shape_tokens(x)
+
+    def _block_size(self, n: int) -> int | None:
+        block = getattr(self, "block_size", None)
+        if block is None and n > AUTO_BLOCK_THRESHOLD:
+            return DEFAULT_BLOCK_SIZE
+        return block
+
+    def _weights(self, weights, n):
+        return None if weights is None else check_weights(weights, n)
+
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
+        """s_ij = ⟨q_i, k_j⟩ + b_ij (−∞ where masked)."""
+        self.check_tokens(x)
+        s = self.scores(x, None)
+        logits = s.queries @ s.keys.T
+        if s.bias is not None:
+            logits = logits + s.bias
+        n, m = logits.shape
+        rows, cols = jnp.arange(n)[:, None], jnp.arange(m)[None, :]
+        if s.mask == "causal":
+            logits = jnp.where(cols <= rows, logits, -jnp.inf)
+        elif s.mask == "strict":
+            logits = jnp.where(cols < rows, logits, -jnp.inf)
+        return logits
+
+    def attention_matrix(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, "n n"]:
+        """a_ij, so that ``attention_output`` = a @ values (zero where masked)."""
+        self.check_tokens(x)
+        s = self.scores(x, self._weights(weights, x.shape[0]))
+        return attention_matrix(
+            s.queries,
+            s.keys,
+            weights=s.weights,
+            bias=s.bias,
+            mask=s.mask,
+            normalization=s.normalization,
+            hardmax_tol=s.hardmax_tol,
+        )
+
+    def attention_output(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
+    ) -> Float[Array, "n d"]:
+        """Σ_j a_ij v_j before the tangent projection (dense, or blocked for large n)."""
+        self.check_tokens(x)
+        s = self.scores(x, self._weights(weights, x.shape[0]))
+        return attention(
+            s.queries,
+            s.keys,
+            s.values,
+            weights=s.weights,
+            bias=s.bias,
+            mask=s.mask,
+            normalization=s.normalization,
+            block_size=self._block_size(x.shape[0]) if s.normalization != "hardmax" else None,
+            hardmax_tol=s.hardmax_tol,
+        )
+
+    def residual(self, t, x, args=None):
+        x = check_field_input(x)
+        return self._checked(self.attention_output(x, weights_from_args(args, x.shape[0])))
+
+    def __call__(self, t, x, args=None):
+        return project_tangent(x, self.residual(t, x, args))
+
+    def _checked(self, out):
+        """Eager calls: an overflowing output is an error that names its likely cause."""
+        if not is_traced(out) and not bool(jnp.all(jnp.isfinite(out))):
+            raise ValueError(overflow_message(self, out.dtype))
+        return out
+
+
+def overflow_message(field, dtype) -> str:
+    """Why an attention output is not finite, and what to do about it."""
+    limit = 88 if jnp.dtype(dtype) == jnp.float32 else 709
+    name = jnp.dtype(dtype).name
+    return (
+        f"{type(field).__name__}: the attention output is not finite. Unnormalised attention "
+        f"(USA, normalization='n', and other 'sum' kernels) multiplies by e^(β⟨Qx, Kx⟩), which "
+        f"overflows {name} once the logits exceed about {limit} (e.g. USA with Q = K = I "
+        f"overflows {name} for β > {limit}): use float64, a smaller β, or SA "
+        "(normalization='softmax'); otherwise check Q, K, V and the weights for NaN or inf"
+    )
+
+
+__all__ = [
+    "AbstractField",
+    "AbstractAttention",
+    "AttentionScores",
+    "weights_from_args",
+    "check_field_input",
+]

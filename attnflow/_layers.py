@@ -1,0 +1,108 @@
+"""Discrete time: the one layer iterator every layer scheme shares, and the paper's discrete
+Transformer :func:`layers`."""
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._check import check_tokens
+from ._sphere import normalize
+
+
+def check_num_layers(num_layers) -> int:
+    """A non-negative Python integer number of layers."""
+    if isinstance(num_layers, bool) or int(num_layers) != num_layers or int(num_layers) < 0:
+        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers!r}")
+    return int(num_layers)
+
+
+def iterate_layers(
+    update: Callable, x0: Float[Array, "n d"], num_layers: int, step, t0=0.0
+) -> Float[Array, "layers n d"]:
+    """x_{k+1} = update(t_k, x_k) with t_k = t0 + k·step, k = 0 … num_layers − 1 (``lax.scan``).
+
+    The one layer loop of attnflow: :func:`layers`, :func:`attnflow.lie_trotter_layers`,
+    :func:`attnflow.residual_layers` and every normalisation scheme's ``layers`` call it.
+
+    Returns:
+        (num_layers + 1, n, d): every layer's tokens, x0 first, in x0's dtype.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> af.iterate_layers(lambda t, x: 2 * x, jnp.ones((1, 2)), 3, 0.1)[:, 0, 0].tolist()
+        [1.0, 2.0, 4.0, 8.0]
+    """
+    num_layers = check_num_layers(num_layers)
+
+    def one_layer(x, k):
+        x_next = update(t0 + k * step, x).astype(x.dtype)
+        return x_next, x_next
+
+    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(num_layers))
+    return jnp.concatenate([x0[None], xs], axis=0)
+
+
+def residual_update(field: Callable, t, x, args):
+    """The update a residual block adds: ``field.residual`` (the unprojected attention output for
+    attention fields) where the field has one, else the field itself."""
+    residual = getattr(field, "residual", None)
+    return field(t, x, args) if residual is None else residual(t, x, args)
+
+
+def layers(
+    field: Callable,
+    x0: Float[Array, "n d"],
+    num_layers: int,
+    step,
+    *,
+    args=None,
+    t0=0.0,
+    projected: bool = False,
+) -> Float[Array, "layers n d"]:
+    r"""The paper's discrete Transformer (post-LN, GLPR §2): a residual step, then normalise,
+
+        x_{k+1} = normalize(x_k + step · Σ_j a_ij V x_j),   k = 0 … num_layers − 1,
+
+    with the *unprojected* attention output, as in the authors' code, in simuformer and in a real
+    post-LN Transformer (V maps column vectors: x_j ↦ V x_j; the authors' code applies Vᵀ to the
+    rows of X, the same map). For an attention field the update is ``field.residual``; for a
+    :class:`attnflow.PiecewiseConstant` stack, the current piece's; for a
+    :class:`attnflow.TransformerBlock`, attention plus perceptron; for any other field (e.g. a
+    :class:`attnflow.GradientFlow`) the field itself, at t_k = t0 + k·step.
+
+    ``projected=True`` steps with the tangent field instead,
+    x_{k+1} = normalize(x_k + step · field(t_k, x_k, args)): the projected retraction of the
+    flow, the better discretisation of the ODE (its update is tangent, so the normalisation
+    only corrects at second order). Both converge to :func:`attnflow.solve` at order 1 as
+    step → 0 with num_layers · step fixed; at finite step they differ (measured n = 32, d = 3,
+    β = 4, step 0.1: 2e-2 after 10 layers).
+
+    Args:
+        field: an attnflow field, or any callable ``field(t, x, args)``.
+        x0: (n, d) initial tokens on the unit sphere.
+        num_layers: number of layers L ≥ 0.
+        step: the step h (the residual scaling; layers are time t = k·h).
+        args: passed to the field (measure weights for attention fields).
+        t0: time of layer 0.
+        projected: step with the tangent field instead of the residual update.
+
+    Returns:
+        (num_layers + 1, n, d): every layer's tokens, x0 first.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 8, 3)
+        >>> af.layers(af.SelfAttention(1.0), x0, 10, 0.1).shape
+        (11, 8, 3)
+    """
+    x0 = check_tokens(x0, "x0")
+    if projected:
+        update = lambda t, x: normalize(x + step * field(t, x, args))  # noqa: E731
+    else:
+        update = lambda t, x: normalize(x + step * residual_update(field, t, x, args))  # noqa: E731
+    return iterate_layers(update, x0, num_layers, step, t0)
+
+
+__all__ = ["layers", "iterate_layers", "check_num_layers", "residual_update"]
