@@ -6,16 +6,18 @@ dynamics is integrated with diffrax at a tight tolerance to T = 10 (the authors 
 dt = 0.1, T = 5), where hardmax has set in.
 """
 
-import functools
+import os
+import pathlib
+import runpy
 
 import diffrax
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
 
 import attnflow as af
+from attnflow.figures import limit_geometries
 
 # The authors' value matrices.
 V_HYPERPLANES_2D = np.array([[0.64709742, 0.81911926], [0.61210449, 0.63263484]])
@@ -46,20 +48,10 @@ V_ROTATION = np.array([[0.5, -1.0], [1.0, 0.5]])  # complex top pair: violates T
 T = 10.0
 
 
-@functools.partial(jax.jit, static_argnames="t1")
-def _rescaled(V, QK, x0, t1=T):
-    field = af.RescaledSelfAttention(1.0, QK, QK, V)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field),
-        diffrax.Tsit5(),
-        0.0,
-        t1,
-        0.01,
-        x0,
-        stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
-        max_steps=20000,
-    )
-    return sol.ys[-1]
+def _simulate(V, QK, x0):
+    # The figure's integrator (Tsit5, rtol 1e-7) with the notebook's quick settings, so that the
+    # compiled solves are shared within the test session.
+    return limit_geometries.simulate(V, QK, x0, T, 2, 1e-7)[1][-1]
 
 
 def _authors_run(V, seed=0, QK=None):
@@ -67,7 +59,7 @@ def _authors_run(V, seed=0, QK=None):
     d = V.shape[0]
     x0 = jr.uniform(jr.key(seed), (20, d), minval=-5.0, maxval=5.0, dtype=jnp.float64)
     QK = np.eye(d) if QK is None else QK
-    return np.asarray(_rescaled(jnp.asarray(V), jnp.asarray(QK), x0))
+    return _simulate(V, QK, x0)
 
 
 def test_identity_puts_every_token_on_a_hull_vertex():
@@ -141,7 +133,7 @@ def test_one_dimensional_attention_becomes_boolean_of_rank_at_most_two():
     x0[:, 0] = np.asarray(jr.uniform(jr.key(4), (20,), minval=-5.0, maxval=5.0))
     for v, boolean in ((1.0, True), (-1.0, False)):
         V2 = np.diag([v, v])
-        z = np.asarray(_rescaled(jnp.asarray(V2), jnp.asarray(P), jnp.asarray(x0)))
+        z = _simulate(V2, P, jnp.asarray(x0))
         assert np.abs(z[:, 1]).max() == 0.0
         g = af.limit_geometry(z[:, :1], np.array([[v]]), t=T)
         if boolean:
@@ -191,3 +183,14 @@ def test_validation():
         af.limit_geometry(np.zeros((3, 2)), np.eye(2), tol=0.0)
     with pytest.raises(ValueError, match="Q"):
         af.value_spectrum(np.eye(2), Q=np.eye(3))
+
+
+def test_notebook_runs_quick(monkeypatch):
+    monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    path = pathlib.Path(__file__).parents[1] / "notebooks" / "limit_geometries.py"
+    ns = runpy.run_path(os.fspath(path), run_name="__main__")
+    assert ns["polytope_distance"] < 1e-3
+    assert 2 <= ns["hyperplane_levels"] <= 3
+    assert ns["paranormal_distance"] < 1e-3
+    assert ns["boolean_distance"] < 1e-6 and ns["rank"] <= 2
+    assert ns["rotation_levels"] > 3

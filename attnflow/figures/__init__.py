@@ -15,6 +15,8 @@ FIGURES: dict[str, str] = {
     "fig6": "attnflow.figures.fig6",
     "staircase": "attnflow.figures.staircase",
     "movie": "attnflow.figures.movie",
+    "limit-geometries": "attnflow.figures.limit_geometries",
+    "homogenized": "attnflow.figures.homogenized",
     "lost-in-the-middle": "attnflow.figures.lost_in_the_middle",
     "fig1": "attnflow.figures.fig1",
     "fig1-flow": "attnflow.figures.fig1_flow",
