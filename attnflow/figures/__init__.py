@@ -18,6 +18,7 @@ FIGURES: dict[str, str] = {
     "limit-geometries": "attnflow.figures.limit_geometries",
     "homogenized": "attnflow.figures.homogenized",
     "lost-in-the-middle": "attnflow.figures.lost_in_the_middle",
+    "metastable-clusters": "attnflow.figures.metastable_clusters",
     "fig1": "attnflow.figures.fig1",
     "fig1-flow": "attnflow.figures.fig1_flow",
 }
