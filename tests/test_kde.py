@@ -83,3 +83,20 @@ def test_ratio_to_sqrt_beta_log_beta_at_beta_equal_n():
 def test_bad_input_raises(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         af.kde_mode_count(*args, **kwargs)
+
+
+def test_notebook_runs_quick(monkeypatch):
+    import pathlib
+    import runpy
+
+    monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    path = pathlib.Path(__file__).parent.parent / "notebooks" / "kde_modes.py"
+    runpy.run_path(str(path), run_name="__main__")
+
+
+def test_first_plateau_rule():
+    from attnflow.figures.metastable_clusters import first_plateau
+
+    # Fine (δ) and coarse (2/β) counts: the first agreement after t = 0 is the plateau.
+    assert first_plateau([8, 8, 6, 4, 3, 3, 2], [8, 5, 3, 3, 3, 2, 2]) == 3
+    assert first_plateau([8, 7, 6], [8, 5, 4]) == 6
