@@ -43,3 +43,17 @@ from ._theory_kinetic import (
     lost_in_the_middle_threshold as lost_in_the_middle_threshold,
     psi as psi,
 )
+from ._theory_measures import (
+    antipodal_energy as antipodal_energy,
+    dirac_energy as dirac_energy,
+    first_order_minimizer_coefficient as first_order_minimizer_coefficient,
+    first_order_minimizer_density as first_order_minimizer_density,
+    maximizer as maximizer,
+    maximizer_switch as maximizer_switch,
+    maximum_energy as maximum_energy,
+    minimizer as minimizer,
+    rectangle_critical_angle as rectangle_critical_angle,
+    rectangle_energy as rectangle_energy,
+    uniform_potential as uniform_potential,
+    uniform_wasserstein_gradient as uniform_wasserstein_gradient,
+)
