@@ -126,9 +126,6 @@ def test_angle_engine_against_numpy_rk4():
     np.testing.assert_allclose(ours[1], rk4_numpy(theta0, 2.0, 1.5, 0.05, 20), atol=1e-12)
 
 
-@pytest.mark.skipif(
-    not hasattr(af, "CausalALiBiAttention"), reason="CausalALiBiAttention has not landed yet"
-)
 def test_causal_alibi_field_matches_the_theta_equation():
     # The field on (n, 2) with attnflow.solve against NumPy RK4 of the θ-equation.
     theta0 = np.random.default_rng(1).uniform(0, 2 * np.pi, 10)

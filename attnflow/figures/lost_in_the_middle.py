@@ -10,7 +10,8 @@ Panels:
    authors' example: t = 1.5, heads (weight, β, λ) below).
 
 The Monte Carlo. N tokens with i.i.d. uniform angles follow the θ-equation of the model
-(:func:`angle_field`, the circle form of :class:`attnflow.CausalALiBiAttention`),
+(:func:`angle_field`, the circle form of :class:`attnflow.CausalALiBiAttention`; the tests
+check both against one NumPy RK4 of the θ-equation),
 
     θ̇_j = Σ_{k<j} w_jk · (−β sin(θ_j − θ_k) e^{β cos(θ_j − θ_k)}),  w_jk ∝ e^{−λ(j−k)/N},
 
