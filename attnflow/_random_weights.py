@@ -87,7 +87,7 @@ def random_multihead_attention(
         >>> import jax.numpy as jnp
         >>> g = af.random_multihead_attention(
         ...     jr.key(0), 3, num_layers=8, num_heads=4, fixed={"Q": jnp.eye(3), "K": jnp.eye(3)})
-        >>> bool((g.field.Q == jnp.eye(3)).all())
+        >>> bool((g.field.Q[0, 0] == jnp.eye(3)).all())
         True
     """
     L, H = int(num_layers), int(num_heads)
