@@ -289,7 +289,13 @@ def test_tiny_albert_shared_layers_and_projection(tiny):
     ref = np_encoder(weights, ALBERT_CONFIG, np.asarray(out.input_ids), prefix="albert.")
     assert ref.shape == (5, len(TOKENS), 12)
     np.testing.assert_allclose(np.asarray(out.hidden_states), ref, rtol=0, atol=1e-10)
-    # Layers 0..3 use groups 0, 0, 1, 1; a schedule of the same length reorders them.
+    # Layers 0..3 use groups 0, 0, 1, 1: so do their attention fields.
+    for layer, group in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        p = f"albert.encoder.albert_layer_groups.{group}.albert_layers.0.attention."
+        heads = pretrained.attention_field(model, layer).heads
+        np.testing.assert_array_equal(np.asarray(heads[2].Q), weights[p + "query.weight"][8:12])
+        np.testing.assert_array_equal(np.asarray(heads[0].K), weights[p + "key.weight"][:4])
+    # A schedule of the same length reorders the layers.
     schedule = (3, 0, 2, 1)
     reordered = model.hidden_states(TEXT, schedule=schedule)
     ref = np_encoder(
