@@ -13,6 +13,11 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 from scipy.sparse.csgraph import connected_components
+from test_notebook_results import (
+    check_fig4_notebook,
+    check_movie_notebook,
+    check_staircase_notebook,
+)
 
 import attnflow as af
 from attnflow import plot
@@ -20,6 +25,11 @@ from attnflow.cli import main
 
 NAMES = ("fig4", "fig6", "staircase", "movie")
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
+NOTEBOOK_CHECKS = {
+    "fig4": check_fig4_notebook,
+    "staircase": check_staircase_notebook,
+    "movie": check_movie_notebook,
+}
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +238,9 @@ def test_notebook_runs_at_quick_size(out, name, tmp_path, monkeypatch):
     del out  # run after the CLI so the jitted solves are reused
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")
     monkeypatch.chdir(tmp_path)
-    runpy.run_path(str(NOTEBOOKS / f"{name}.py"), run_name="__main__")
+    namespace = runpy.run_path(str(NOTEBOOKS / f"{name}.py"), run_name="__main__")
+    if name in NOTEBOOK_CHECKS:  # headline numbers against independent computations
+        NOTEBOOK_CHECKS[name](namespace)
     import matplotlib.pyplot as plt
 
     plt.close("all")

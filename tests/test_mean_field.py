@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import ive
 from scipy.stats import wasserstein_distance
+from test_notebook_results import check_mean_field_notebook
 
 import attnflow as af
 from attnflow._mean_field import _quantile_distance
@@ -116,3 +117,4 @@ def test_mean_field_notebook_runs_at_quick_size(monkeypatch, capsys):
     assert set(namespace["distances"]) == set(namespace["NS"])
     assert all(np.all(np.isfinite(v)) for v in namespace["distances"].values())
     assert "fitted slopes" in capsys.readouterr().out
+    check_mean_field_notebook(namespace)
