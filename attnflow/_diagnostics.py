@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._check import check_shape_tokens, check_weights
+from ._check import check_delta, check_shape_tokens, check_tokens, check_weights
 from ._energy import default_weights
 
 
@@ -30,8 +30,17 @@ def _close(x, delta):
     return gram(x) >= 1 - delta
 
 
+def _check_clustering_input(x, delta):
+    """Tokens as for :func:`attnflow.solve` (finite, unit rows: a NaN row or a rescaled system
+    would otherwise change the count silently) and a threshold 0 ≤ δ ≤ 2."""
+    return check_tokens(x, "x"), check_delta(delta)
+
+
 def clustered_fraction(x: Float[Array, "n d"], delta: float = 1e-3) -> Float[Array, ""]:
     """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ ≥ 1 − δ (the statistic of Fig. 3).
+
+    ``x``: (n, d) tokens on the unit sphere, n ≥ 2 (checked as in :func:`attnflow.solve`);
+    ``delta``: a threshold 0 ≤ δ ≤ 2.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -39,6 +48,7 @@ def clustered_fraction(x: Float[Array, "n d"], delta: float = 1e-3) -> Float[Arr
         >>> round(float(af.clustered_fraction(x)), 4)  # 2 of the 6 ordered pairs
         0.3333
     """
+    x, delta = _check_clustering_input(x, delta)
     n = x.shape[0]
     if n < 2:
         raise ValueError(f"x: clustered_fraction needs at least two tokens, got n = {n}")
@@ -50,13 +60,17 @@ def cluster_labels(x: Float[Array, "n d"], delta: float = 1e-3) -> Int[Array, " 
     """Label of each token's cluster: the smallest index in its connected component of the graph
     i ~ j iff ⟨x_i, x_j⟩ ≥ 1 − δ (single linkage, so chains merge).
 
+    ``x``: (n, d) tokens on the unit sphere (checked as in :func:`attnflow.solve`); ``delta``:
+    a threshold 0 ≤ δ ≤ 2. The same checks apply to :func:`count_clusters`,
+    :func:`cluster_masses` and :func:`cluster_centers`.
+
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
         >>> af.cluster_labels(x).tolist()
         [0, 1, 0]
     """
-    check_shape_tokens(x)
+    x, delta = _check_clustering_input(x, delta)
     n = x.shape[0]
     reach = _close(x, delta) | jnp.eye(n, dtype=bool)
 
@@ -79,7 +93,7 @@ def count_clusters(x: Float[Array, "n d"], delta: float = 1e-3) -> Int[Array, ""
         2
     """
     labels = cluster_labels(x, delta)
-    return jnp.sum(labels == jnp.arange(x.shape[0]))
+    return jnp.sum(labels == jnp.arange(labels.shape[0]))
 
 
 def cluster_masses(
@@ -124,7 +138,7 @@ def cluster_centers(
         >>> [round(float(c), 4) for c in centers[0]]  # mean direction of (0.6, 0.8), (0.8, 0.6)
         [0.7071, 0.7071]
     """
-    check_shape_tokens(x)
+    x, delta = _check_clustering_input(x, delta)
     n = x.shape[0]
     w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
     labels = cluster_labels(x, delta)

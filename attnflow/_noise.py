@@ -5,6 +5,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
@@ -55,6 +56,7 @@ def solve_sde(
     adjoint: diffrax.AbstractAdjoint | None = None,
     args=None,
     throw: bool = True,
+    normalize: bool = True,
 ) -> diffrax.Solution:
     r"""Solve noisy self-attention on (S^{d-1})^n (MATH.md §1.10) with diffrax, fixed step ``dt``.
 
@@ -85,7 +87,7 @@ def solve_sde(
     **Other arguments**
         form: ``"stratonovich"`` (default solver ``SlowRK``) or ``"ito"`` (default ``Euler``,
             i.e. Euler–Maruyama). Measured on Brownian motion on S^2 (σ = 0.5, t = 1, dt = 0.01):
-            SlowRK keeps max|x_i| − 1 ≈ 4e-4 with a bias of 3e-3 on E⟨x, e_1⟩; ``Heun`` is
+            SlowRK keeps the raw max|y_i| − 1 ≈ 4e-4 with a bias of 3e-3 on E⟨x, e_1⟩; ``Heun`` is
             1.3–8× cheaper per step but gives 3e-2 and 2e-2; Euler–Maruyama is unbiased in the mean
             to 2e-3 but lets |x_i| wander by O(√(σ dt)) (0.18) along single paths.
         solver: any diffrax SDE solver consistent with ``form``.
@@ -100,12 +102,17 @@ def solve_sde(
         max_steps: default ⌈(t1 − t0)/dt⌉ + 1 (needs concrete t0, t1; pass it otherwise).
         adjoint: default ``RecursiveCheckpointAdjoint()`` (exact reverse mode) with the tree.
         args: passed to ``field``.
+        normalize: return the saved states projected on the sphere (default, as
+            :func:`attnflow.solve` does); ``False`` returns the solver's raw state y, whose norm
+            measures the scheme's error.
 
-    The sphere: P_x = I − x xᵀ/|x|² is used off the sphere and F is evaluated at x/|x|. Then
-    |x_i| is an exact invariant of the Stratonovich SDE, and for the Itô SDE
-    d|x_i|² = 2σ(d−1)(1 − |x_i|²) dt, so the sphere is invariant and attracting. Saved values are
-    the solver's, NOT renormalised (see ``form`` for the measured deviations); normalise them if
-    needed.
+    The sphere: the solver's state y is allowed off the sphere and both coefficients are
+    evaluated at x = y/|y| and scaled by |y| (homogeneous of degree 1):
+    dy_i = |y_i| F_i(x) dt + |y_i| √(2σ) P_{x_i} ∘ dW_i (Itô: the drift gains −σ(d−1) y_i).
+    Then |y_i| is an exact invariant of both forms, and x = y/|y| follows the SDE on the sphere
+    above whatever |y_i| a numerical scheme drifts to: with a step too large for σ the raw state
+    can leave the sphere far, but the saved directions keep the right dynamics, to the scheme's
+    accuracy. See ``form`` for the measured deviations of the raw state.
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
@@ -138,7 +145,8 @@ def solve_sde(
     scale = jnp.sqrt(2 * sigma)
 
     def drift(t, y, args):
-        value = jnp.zeros_like(y) if field is None else field(t, _unit(y), args)
+        r = jnp.linalg.norm(y, axis=-1, keepdims=True)
+        value = jnp.zeros_like(y) if field is None else r * field(t, y / r, args)
         if form == "ito":
             value = value - sigma * (d - 1) * y
         return value
@@ -147,7 +155,8 @@ def solve_sde(
     structure = jax.ShapeDtypeStruct(noise_shape, dtype)
 
     def diffusion(t, y, args):
-        return lx.FunctionLinearOperator(_projector(y, scale), structure)
+        r = jnp.linalg.norm(y, axis=-1, keepdims=True)
+        return lx.FunctionLinearOperator(_projector(y, scale * r), structure)
 
     levy = _LEVY_AREA.get(getattr(solver, "minimal_levy_area", None), diffrax.BrownianIncrement)
     if brownian == "fast":
@@ -158,19 +167,22 @@ def solve_sde(
             t0, t1, tol=dt / 4, shape=structure, key=key, levy_area=levy
         )
     terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, path))
+    # BacksolveAdjoint rejects SaveAt(fn=...): normalise its saved values afterwards instead.
+    backsolve = isinstance(adjoint, diffrax.BacksolveAdjoint)
+    save_fn = {"fn": lambda t, y, args: _unit(y)} if normalize and not backsolve else {}
     if ts is None:
-        saveat = diffrax.SaveAt(t1=True)
+        saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
         ts = jnp.asarray(ts, dtype=dtype)
         if ts.ndim != 1:
             raise ValueError(f"ts: expected a 1-d array of save times, got shape {ts.shape}")
         if not is_traced(ts) and np.any(np.diff(np.asarray(ts)) < 0):
             raise ValueError("ts: expected non-decreasing save times")
-        saveat = diffrax.SaveAt(ts=ts)
+        saveat = diffrax.SaveAt(ts=ts, **save_fn)
     if adjoint is None and brownian == "fast":
         adjoint = diffrax.ForwardMode()  # diffrax refuses reverse mode through this path
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
-    return diffrax.diffeqsolve(
+    sol = diffrax.diffeqsolve(
         terms,
         solver,
         t0=t0,
@@ -184,3 +196,19 @@ def solve_sde(
         throw=throw,
         **kwargs,
     )
+    if throw:
+        # The raw state overflows (or underflows to 0) when dt is far too large for σ: a step
+        # multiplies |y_i| by about 1 + O(σ dt). Checked once on the saved values, not per step.
+        ok = sol.result == diffrax.RESULTS.successful
+        lost = ok & ~jnp.all(jnp.isfinite(_unit(sol.ys)))
+        message = (
+            "solve_sde: the solver's state overflowed or collapsed to 0 (|y_i| changes by a "
+            "factor of about 1 + σ·dt per step): dt is too large for sigma; lower dt"
+        )
+        if is_traced(lost):
+            sol = eqx.error_if(sol, lost, message)
+        elif bool(lost):
+            raise eqx.EquinoxRuntimeError(message)
+    if normalize and backsolve:
+        sol = eqx.tree_at(lambda s: s.ys, sol, _unit(sol.ys))
+    return sol

@@ -47,6 +47,7 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
+from ._check import check_positive_scalar
 from ._ensembles import AttentionEnsemble
 
 # Dormand–Prince 5(4) (scipy.integrate.RK45): stage matrix, weights and error weights. The
@@ -682,6 +683,8 @@ def phase_diagram_from_tokens(
     R, n, d = x0.shape
     betas, ts = _check_grid(betas, ts)
     delta = _check_delta(delta)
+    rtol = float(check_positive_scalar(rtol, "rtol", what="tolerance"))
+    atol = float(check_positive_scalar(atol, "atol", what="tolerance"))
     dtype = x0.dtype
     mats = {}
     for name, m in (("Q", Q), ("K", K), ("V", V)):
@@ -737,9 +740,10 @@ def phase_diagram_from_tokens(
 
 
 def _check_delta(delta):
+    """0 < δ < 2, as for :func:`attnflow.count_clusters` (δ ≥ 2 would count every pair)."""
     value = float(delta)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"delta: expected a threshold 0 < delta < 1, got {value}")
+    if not 0.0 < value < 2.0:
+        raise ValueError(f"delta: expected a threshold 0 < delta < 2, got {value}")
     return value
 
 
@@ -843,6 +847,11 @@ def phase_diagram(
             f"ensemble: expected an AttentionEnsemble or None, got {type(ensemble).__name__}"
         )
     betas, ts = _check_grid(betas, ts)
+    # Before sampling: the same checks phase_diagram_from_tokens makes, but without the wait.
+    _check_delta(delta)
+    check_positive_scalar(rtol, "rtol", what="tolerance")
+    check_positive_scalar(atol, "atol", what="tolerance")
+    _positive_int(max_steps, "max_steps")
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     k_tokens, k_weights = jr.split(key)
     plain = ensemble is None or (ensemble.bilinear == "identity" and ensemble.value_is_identity)

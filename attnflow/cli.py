@@ -1,7 +1,9 @@
 """The ``attnflow`` command line: a thin layer over the library that owns no mathematics.
 
 Each subcommand lives in ``attnflow/commands/<name>.py`` and exposes ``configure(parser)`` and
-``run(args) -> int``; register it in ``SUBCOMMANDS``.
+``run(args) -> int``; register it in ``SUBCOMMANDS``. Options are checked at parse time (the types
+in ``attnflow/commands/_args.py``) or at the start of ``run``, which raises ``UsageError`` before
+computing: the CLI prints it and exits with status 2, as argparse does.
 """
 
 import argparse
@@ -33,8 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from attnflow.commands._args import UsageError
+
     args = build_parser().parse_args(argv)
-    return int(args._run(args) or 0)
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as error:
+        print(f"attnflow {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ def _brownian(key, x0, dt, form="stratonovich", brownian="tree"):
         form=form,
         brownian=brownian,
         max_steps=int(T / 0.005) + 1,
+        normalize=False,  # the solver's raw state: its norm measures the scheme's error
     )
     return sol.ys
 
@@ -70,9 +71,9 @@ def test_stratonovich_stays_on_the_sphere_pathwise():
 
 
 def test_ito_euler_norm_follows_its_exact_mean_recursion():
-    # Euler–Maruyama on the Itô form with F = 0: y' = (1 − c) y + √(2σ) P_y ΔW, c = σ(d−1)dt, so
-    # E|y'|² = (1 − c)² E|y|² + 2c exactly (E|P_y ΔW|² = (d−1)dt): E|y_k|² → 1/(1 − c/2).
-    # Without the Itô correction it would grow like 1 + 2ck.
+    # Euler–Maruyama on the Itô form with F = 0: y' = (1 − c) y + |y| √(2σ) P_y ΔW, c = σ(d−1)dt,
+    # so E|y'|² = ((1 − c)² + 2c) E|y|² = (1 + c²) E|y|² exactly (E|P_y ΔW|² = (d−1)dt).
+    # Without the Itô correction it would grow like (1 + 2c)^k.
     dt = 0.02
     c = SIGMA * (D - 1) * dt
     ys = _brownian(jr.key(2), _from_e1(PATHS), dt, form="ito")
@@ -81,7 +82,8 @@ def test_ito_euler_norm_follows_its_exact_mean_recursion():
         for _ in range(round(t / dt)):
             m = (1 - c) ** 2 * m + 2 * c
         _assert_mean_within(jnp.sum(y * y, axis=-1), m)
-        assert abs(m - 1) < c  # the sphere is attracting: E|y|² stays within O(dt) of 1
+        # |y| is an exact invariant of the SDE: E|y|² drifts by c·σ(d−1)t = O(dt) only.
+        assert 0 < m - 1 < 1.1 * c * SIGMA * (D - 1) * t
     # Pathwise, |x_i| wanders by O(√(σ dt)) (strong order 1/2) on the same Brownian paths.
     x0 = _from_e1(PATHS)
     spread = [

@@ -1,7 +1,6 @@
 """``attnflow demo``: n random tokens clustering under (SA); prints and plots their clustering."""
 
 import json
-import pathlib
 import time
 
 import jax
@@ -10,14 +9,23 @@ import jax.random as jr
 import numpy as np
 from tqdm import tqdm
 
+from attnflow.commands._args import (
+    at_least,
+    nonnegative_float,
+    output_folder,
+    positive_float,
+    positive_int,
+    seed,
+)
+
 
 def configure(parser):
-    parser.add_argument("--n", type=int, default=32, help="number of tokens")
-    parser.add_argument("--d", type=int, default=3, help="token dimension")
-    parser.add_argument("--beta", type=float, default=4.0, help="inverse temperature")
-    parser.add_argument("--t1", type=float, default=30.0, help="final time")
-    parser.add_argument("--steps", type=int, default=60, help="number of save times")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n", type=at_least(2), default=32, help="number of tokens (>= 2)")
+    parser.add_argument("--d", type=at_least(2), default=3, help="token dimension (>= 2)")
+    parser.add_argument("--beta", type=nonnegative_float, default=4.0, help="inverse temperature")
+    parser.add_argument("--t1", type=positive_float, default=30.0, help="final time (> 0)")
+    parser.add_argument("--steps", type=positive_int, default=60, help="number of save times")
+    parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")
     parser.add_argument("--out", default="attnflow-demo", help="output folder")
 
 
@@ -26,8 +34,7 @@ def run(args) -> int:
     from attnflow import plot
 
     jax.config.update("jax_enable_x64", True)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(args.out)
     field = af.SelfAttention(args.beta)
     ts = np.linspace(0.0, args.t1, args.steps + 1)
     x = af.random_tokens(jr.key(args.seed), args.n, args.d)

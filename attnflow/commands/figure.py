@@ -1,10 +1,10 @@
 """``attnflow figure NAME``: make one of the paper's figures (PNG + .npz + .json)."""
 
 import importlib
-import pathlib
 import sys
 import time
 
+from attnflow.commands._args import output_folder, seed
 from attnflow.figures import FIGURES
 
 
@@ -22,13 +22,14 @@ def configure(parser):
         "--full", action="store_const", const="full", dest="preset", help="paper resolution"
     )
     parser.set_defaults(preset="default")
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")
     parser.add_argument("--out", default="attnflow-figures", help="output folder")
 
 
 def run(args) -> int:
     import jax
 
+    out = output_folder(args.out)  # before the minutes of compute, not after
     jax.config.update("jax_enable_x64", True)
     module = importlib.import_module(FIGURES[args.name])
     params = dict(module.PRESETS[args.preset])
@@ -36,7 +37,7 @@ def run(args) -> int:
     from attnflow.pretrained import ModelNotInstalledError
 
     try:
-        paths = module.make(params, pathlib.Path(args.out), args.seed)
+        paths = module.make(params, out, args.seed)
     except ModelNotInstalledError as error:  # the message gives the pip command
         print(f"attnflow figure {args.name}: {error}", file=sys.stderr)
         return 1

@@ -9,8 +9,9 @@ a non-synchronised local maximum, a counterexample to Problem 3, was found).
 
 import csv
 import json
-import pathlib
 import time
+
+from attnflow.commands._args import output_folder, seed
 
 QUICK = {
     "n": [3, 4],
@@ -65,7 +66,7 @@ def configure(parser):
         action="store_true",
         help="test-sized run: n 3 4, d 2, β 1 6, few seeds (seconds)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")
     parser.add_argument("--out", default="attnflow-landscape", help="output folder")
 
 
@@ -151,8 +152,7 @@ def run(args) -> int:
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, value)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(args.out)
     key = jr.key(args.seed)
     summaries, rows = [], []
     header = (

@@ -1,0 +1,53 @@
+"""The command line checks its options before computing: a bad --out, --seed or --t1 fails at
+once with a message naming the option, not with a traceback after minutes of work."""
+
+import pytest
+
+from attnflow.cli import main
+
+
+@pytest.mark.parametrize("command", [["demo"], ["figure", "fig3"], ["landscape", "--quick"]])
+def test_out_that_is_a_file_fails_before_computing(command, tmp_path, capsys):
+    existing = tmp_path / "taken"
+    existing.write_text("")
+    assert main([*command, "--out", str(existing)]) == 2
+    err = capsys.readouterr().err
+    assert f"attnflow {command[0]}: error: --out: '{existing}' exists and is not a folder" in err
+
+
+def test_out_that_cannot_be_created_fails_before_computing(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    unwritable = tmp_path / "file" / "sub"
+    assert main(["demo", "--out", str(unwritable)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: cannot write to '{unwritable}' (" in err
+
+
+@pytest.mark.parametrize("command", [["demo"], ["figure", "fig3"], ["landscape"]])
+@pytest.mark.parametrize("seed", [str(2**63), "-1", "1.5"])
+def test_bad_seed_is_a_usage_error(command, seed, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--seed", seed])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --seed:" in err
+    assert "expected an integer seed" in err or "expected a seed in [0, 2**63 - 1]" in err
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--t1", "nan", "argument --t1: expected a finite number > 0, got nan"),
+        ("--t1", "inf", "argument --t1: expected a finite number > 0, got inf"),
+        ("--t1", "-1", "argument --t1: expected a finite number > 0, got -1"),
+        ("--beta", "nan", "argument --beta: expected a finite number >= 0, got nan"),
+        ("--n", "1", "argument --n: expected an integer >= 2, got 1"),
+        ("--d", "1", "argument --d: expected an integer >= 2, got 1"),
+        ("--steps", "0", "argument --steps: expected an integer >= 1, got 0"),
+    ],
+)
+def test_demo_rejects_bad_numbers(option, value, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", option, value])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
