@@ -1,4 +1,4 @@
-"""Integrating a field: adaptive solves with diffrax, and the discrete Transformer (layers)."""
+"""Integrating a field: adaptive solves with diffrax (discrete layers: :mod:`attnflow._layers`)."""
 
 import math
 from collections.abc import Callable
@@ -18,7 +18,6 @@ from ._check import (
     check_tokens,
     is_traced,
 )
-from ._sphere import normalize
 
 
 class _OnSphere(eqx.Module):
@@ -277,34 +276,3 @@ def solve(
     if backsolve:
         sol = eqx.tree_at(lambda s: s.ys, sol, _save_normalized(None, sol.ys, None))
     return sol
-
-
-def layers(
-    field: Callable, x0: Float[Array, "n d"], num_layers: int, step, *, args=None, t0=0.0
-) -> Float[Array, "layers n d"]:
-    """The discrete Transformer with layer normalisation (post-LN), MATH.md §1.12:
-
-        x_{k+1} = normalize(x_k + step · field(t0 + k·step, x_k, args)),   k = 0 … num_layers − 1.
-
-    A first-order retraction of the flow: ``layers(f, x0, T/h, h)[-1]`` → ``solve(f, x0, T)``
-    with error O(h).
-
-    Returns:
-        (num_layers + 1, n, d): every layer's tokens, x0 first.
-
-    Example:
-        >>> import jax.random as jr, attnflow as af
-        >>> x0 = af.random_tokens(jr.key(0), 8, 3)
-        >>> af.layers(af.SelfAttention(1.0), x0, 10, 0.1).shape
-        (11, 8, 3)
-    """
-    x0 = check_tokens(x0, "x0")
-    if int(num_layers) < 0:
-        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers}")
-
-    def one_layer(x, k):
-        x_next = normalize(x + step * field(t0 + k * step, x, args))
-        return x_next, x_next
-
-    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(int(num_layers)))
-    return jnp.concatenate([x0[None], xs], axis=0)
