@@ -11,8 +11,8 @@ one unit of time per layer, in two ways:
   x_{k+1} = normalize(x_k + attention update of layer k): the real layer's residual update with
   LayerNorm replaced by x ↦ x/|x| (the update is Σ_h Σ_j a^h_ij V_h x_j, or its tangent part,
   as :func:`attnflow.layers` defines it for this field: the two forms differ, by up to 0.17 in
-  the final mean cosine of the fixed rescaled field at 128 tokens, but every conclusion below
-  holds for both);
+  the final mean cosine of the fixed rescaled field at 128 tokens, but the conclusions drawn in
+  ``notebooks/fig1.py`` hold for both);
 - ``solve``: :func:`attnflow.solve`, the continuous flow (2.7) on [0, L], saved at t = 0 … L.
 
 Four fields: the stack in sequence (:func:`attnflow.pretrained.attention_stack`, a
