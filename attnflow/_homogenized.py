@@ -294,6 +294,12 @@ def homogenized_phase_diagram(
 # Two tokens with Q = K = I: closed forms (NumPy).
 
 
+def _check_dimension(d) -> float:
+    if np.ndim(d) != 0 or not float(d) >= 2:
+        raise ValueError(f"d: expected a token dimension d >= 2, got {d}")
+    return float(d)
+
+
 def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
     r"""Drift b(ρ) and squared diffusion σ²(ρ) of ρ = ⟨x_1, x_2⟩ under (H), n = 2, Q = K = I:
 
@@ -309,7 +315,7 @@ def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
         (0.375, 0.125)
     """
     rho = np.asarray(rho, dtype=float)
-    d = float(d)
+    d = _check_dimension(d)
     p = 1.0 / (1.0 + np.exp(float(beta) * (1.0 - rho)))
     q = 1.0 - p
     s2 = float(noise) ** 2
@@ -335,7 +341,7 @@ def homogenized_antipodal_rate(beta, d):
         0.625
     """
     w = np.exp(2.0 * np.asarray(beta, dtype=float))
-    d = float(d)
+    d = _check_dimension(d)
     return 2 * (2 * d * w - w * w - 4 * w - 1) / (d * (w + 1) ** 2)
 
 
@@ -369,9 +375,11 @@ def homogenized_collapse_probability(beta, d, *, rho0=None, value_mean=0.0, num=
         >>> 0 < float(af.theory.homogenized_collapse_probability(3.0, 4)) < 1
         True
     """
-    d = float(d)
+    d = _check_dimension(d)
     beta = float(beta)
     mu = float(value_mean)
+    if not mu >= 0:
+        raise ValueError(f"value_mean: expected μ >= 0 (the ρ = 1 end stays attracting), got {mu}")
 
     def g(y):
         rho = np.tanh(y)

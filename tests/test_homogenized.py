@@ -123,6 +123,10 @@ def test_validation():
         af.random_multihead_attention(jr.key(0), 3, num_layers=2, num_heads=1, fixed={"W": I6})
     with pytest.raises(ValueError, match=r"fixed\['V'\]"):
         af.random_multihead_attention(jr.key(0), 3, num_layers=2, num_heads=1, fixed={"V": I6})
+    with pytest.raises(ValueError, match="d: expected"):
+        theory.homogenized_antipodal_rate(1.0, 1)
+    with pytest.raises(ValueError, match="value_mean"):
+        theory.homogenized_collapse_probability(1.0, 4, value_mean=-1.0)
     with pytest.raises(ValueError, match="realizations"):
         af.homogenized_phase_diagram(jr.key(0), n=2, d=3, betas=[1.0], ts=[1.0], realizations=0)
 
