@@ -174,7 +174,10 @@ def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
 
     def cond(c):
         _, count = _levels(c["labels"])
-        stalled = jnp.all(c["k1"] == 0)
+        # A zero direction is a critical point only if no merge is pending: in float32 a step can
+        # land two clusters on the same angle, where the direction vanishes until they merge.
+        can_merge, _, _ = mergeable(c["theta"], c["previous"], c["labels"])
+        stalled = jnp.all(c["k1"] == 0) & ~can_merge
         return (
             (count > 1)
             & (c["s"] < s_max)

@@ -76,7 +76,8 @@ def log_bessel_i(n: int, beta: float, dtype=None) -> Float[Array, " n"]:
         0.565159
     """
     dtype = dtype or jnp.result_type(float)
-    return _log_bessel_i(n, int(beta / 2 + 10 * math.sqrt(beta) + 40), jnp.asarray(beta, dtype))
+    terms = 32 * math.ceil((beta / 2 + 10 * math.sqrt(beta) + 40) / 32)  # few distinct compiles
+    return _log_bessel_i(n, terms, jnp.asarray(beta, dtype))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

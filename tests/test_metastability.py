@@ -81,10 +81,10 @@ def test_collision_model_predicts_the_merges(beta, rtol):
 
 
 def test_random_tokens_at_beta_1000_float32_and_float64():
-    theta0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 12)
+    theta0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 8)
     for dtype in (np.float64, np.float32):
         run = af.rescaled_staircase(theta0.astype(dtype), 1000.0)
-        assert run["finished"] and len(run["merges"]) == 11
+        assert run["finished"] and len(run["merges"]) == 7
         assert np.all(np.isfinite(run["energy"])) and run["energy"].dtype == dtype
         model = af.collision_model(theta0, 1000.0)
         assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]

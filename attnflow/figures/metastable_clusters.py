@@ -97,7 +97,8 @@ def first_plateau(fine, coarse) -> int:
 
 
 def plateau_counts(theta0, beta: float, normalization: str, params: dict) -> np.ndarray:
-    """First-plateau cluster counts for a batch of initial angles (R, n)."""
+    """First-plateau cluster counts for a batch of initial angles (R, n). ``params["models"]``
+    (default both) selects ``"usa"`` and/or ``"sa"`` in :func:`compute`."""
     ts = save_times(beta, normalization, params["num_times"])
     theta, ok = _integrate(jnp.asarray(theta0), jnp.float64(beta), jnp.asarray(ts), normalization)
     if not bool(np.all(ok)):
@@ -117,9 +118,11 @@ def compute(params: dict, seed: int) -> dict:
         jr.uniform(jr.key(seed), (params["realizations"], params["n"]), jnp.float64, 0, 2 * np.pi)
     )
     modes = np.stack([af.kde_mode_count(theta0, b, circular=True) for b in betas])
-    usa = np.stack([plateau_counts(theta0, b, "n", params) for b in betas])
-    sa = np.stack([plateau_counts(theta0, b, "softmax", params) for b in betas])
-    return {"betas": betas, "theta0": theta0, "kde_modes": modes, "usa": usa, "sa": sa}
+    data = {"betas": betas, "theta0": theta0, "kde_modes": modes}
+    for key, normalization in (("usa", "n"), ("sa", "softmax")):
+        if key in params.get("models", ("usa", "sa")):
+            data[key] = np.stack([plateau_counts(theta0, b, normalization, params) for b in betas])
+    return data
 
 
 def plot(data: dict, params: dict):
@@ -133,6 +136,8 @@ def plot(data: dict, params: dict):
         ("usa", "USA clusters, first plateau", "s"),
         ("sa", "SA clusters, first plateau", "^"),
     ):
+        if key not in data:
+            continue
         mean = data[key].mean(axis=1)
         err = data[key].std(axis=1, ddof=1) / np.sqrt(data[key].shape[1])
         axes[0].errorbar(betas, mean, yerr=2 * err, marker=marker, capsize=2, label=label)
@@ -164,8 +169,7 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
         **params,
         "seed": seed,
         "mean_kde_modes": data["kde_modes"].mean(axis=1).tolist(),
-        "mean_usa_clusters": data["usa"].mean(axis=1).tolist(),
-        "mean_sa_clusters": data["sa"].mean(axis=1).tolist(),
+        **{f"mean_{k}_clusters": data[k].mean(axis=1).tolist() for k in ("usa", "sa") if k in data},
     }
     timings = {"compute": computed - start, "plot": time.perf_counter() - computed}
     return write_outputs(out, "metastable_clusters", fig, data, record, timings)
