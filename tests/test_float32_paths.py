@@ -36,31 +36,45 @@ def _assert_close(lo, hi, rtol, what=""):
     assert err <= rtol * scale, f"{what}: float32 differs from float64 by {err:.2e}"
 
 
+def _both(fn, args32, args64):
+    """fn compiled once per precision (cheaper than op-by-op dispatch of many small ops)."""
+    compiled = jax.jit(fn)
+    return compiled(*args32), compiled(*args64)
+
+
 def test_pure_and_rescaled_attention():
-    (x32, Q32, K32, V32), (x64, Q64, K64, V64) = _inputs(0)
-    for cls in (af.PureSelfAttention, af.RescaledSelfAttention):
-        lo = cls(1.0, Q32, K32, V32)(jnp.float32(0.5), x32)
-        hi = cls(1.0, Q64, K64, V64)(0.5, x64)
-        _assert_close(lo, hi, 1e-5, cls.__name__)
-    _assert_close(af.rescale(x32, 0.5, V32), af.rescale(x64, 0.5, V64), 1e-5, "rescale")
-    lo = af.residual_layers(af.PureSelfAttention(1.0, Q32, K32, V32), x32, 5, 0.1)
-    hi = af.residual_layers(af.PureSelfAttention(1.0, Q64, K64, V64), x64, 5, 0.1)
-    _assert_close(lo, hi, 1e-5, "residual_layers")
+    def outputs(x, Q, K, V):
+        t = jnp.asarray(0.5, x.dtype)
+        return {
+            "PureSelfAttention": af.PureSelfAttention(1.0, Q, K, V)(t, x),
+            "RescaledSelfAttention": af.RescaledSelfAttention(1.0, Q, K, V)(t, x),
+            "rescale": af.rescale(x, t, V),
+            "residual_layers": af.residual_layers(af.PureSelfAttention(1.0, Q, K, V), x, 5, 0.1),
+        }
+
+    lo, hi = _both(outputs, *_inputs(0))
+    for name in lo:
+        _assert_close(lo[name], hi[name], 1e-5, name)
 
 
 def test_hardmax_attention():
     """Random weights have no ties: both precisions select the same keys, so the outputs agree
     to rounding (the top-two logit gaps are checked to exceed float32 rounding by far)."""
-    (x32, Q32, K32, V32), (x64, Q64, K64, V64) = _inputs(1, n=7)
+    args32, args64 = _inputs(1, n=7)
+    x64, Q64, K64, _ = args64
     logits = np.asarray((x64 @ Q64.T) @ (x64 @ K64.T).T)
     top2 = np.sort(logits, axis=1)[:, -2:]
     assert np.min(top2[:, 1] - top2[:, 0]) > 1e-4
-    lo = af.HardmaxSelfAttention(Q32, K32, V32)(0.0, x32)
-    hi = af.HardmaxSelfAttention(Q64, K64, V64)(0.0, x64)
-    _assert_close(lo, hi, 1e-6, "HardmaxSelfAttention")
-    lo = af.HardmaxRescaledAttention(Q32, K32, V32)(0.0, x32)
-    hi = af.HardmaxRescaledAttention(Q64, K64, V64)(0.0, x64)
-    _assert_close(lo, hi, 1e-6, "HardmaxRescaledAttention")
+
+    def outputs(x, Q, K, V):
+        return {
+            "HardmaxSelfAttention": af.HardmaxSelfAttention(Q, K, V)(0.0, x),
+            "HardmaxRescaledAttention": af.HardmaxRescaledAttention(Q, K, V)(0.0, x),
+        }
+
+    lo, hi = _both(outputs, args32, args64)
+    for name in lo:
+        _assert_close(lo[name], hi[name], 1e-6, name)
 
 
 def test_positional_attention_at_large_beta():
@@ -69,8 +83,11 @@ def test_positional_attention_at_large_beta():
     g = np.asarray(jr.normal(jr.key(2), (6, 3), F64))
     x = np.asarray(af.normalize(jnp.asarray(g * 0.05 + np.array([0.0, 0.0, 1.0]))), np.float32)
     x32, x64 = jnp.asarray(x), af.normalize(jnp.asarray(x, F64))
-    lo = af.PositionalAttention(100.0, af.alibi_bias(6, 0.5, dtype=F32))(0.0, x32)
-    hi = af.PositionalAttention(100.0, af.alibi_bias(6, 0.5, dtype=F64))(0.0, x64)
+    lo, hi = _both(
+        lambda x: af.PositionalAttention(100.0, af.alibi_bias(6, 0.5, dtype=x.dtype))(0.0, x),
+        [x32],
+        [x64],
+    )
     _assert_close(lo, hi, 1e-4, "PositionalAttention")
     assert float(jnp.abs(hi).max()) > 1e-3  # not a vanishing field
 
@@ -78,30 +95,24 @@ def test_positional_attention_at_large_beta():
 def test_normalization_schemes_layers():
     (x32, *_), (x64, *_) = _inputs(3, n=5)
     schemes = [af.PostLN(), af.PreLN(), af.PeriLN(), af.NGPT(jnp.array([0.5, 1.0, 2.0]))]
-    for scheme in schemes:
-        lo = scheme.layers(af.AttentionSublayer(af.SelfAttention(5.0)), x32, 5, 0.1)
-        hi = scheme.layers(af.AttentionSublayer(af.SelfAttention(5.0)), x64, 5, 0.1)
-        _assert_close(lo, hi, 2e-5, type(scheme).__name__)
+    sublayer = af.AttentionSublayer(af.SelfAttention(5.0))
+    lo, hi = _both(lambda x: [s.layers(sublayer, x, 5, 0.1) for s in schemes], [x32], [x64])
+    for scheme, a, b in zip(schemes, lo, hi, strict=True):
+        _assert_close(a, b, 2e-5, type(scheme).__name__)
 
 
-def test_noise_drift_path_and_brownian_statistics():
-    """The float32 SDE path (Itô, Euler–Maruyama). With σ = 0 it integrates the drift as float64
-    does; with σ > 0 and no interaction each token is Brownian motion on S^2, so
-    E⟨x(t), x(0)⟩ = e^{−σ(d−1)t}, checked on 2000 independent tokens within 4 standard errors
-    (float32 and float64 draw different Brownian paths from one key: paths are not compared)."""
-    (x32, *_), (x64, *_) = _inputs(4, n=4)
-    field = af.SelfAttention(2.0)
-    common = dict(sigma=0.0, key=jr.key(0), dt=0.05, brownian="fast", form="ito")
-    lo = af.solve_sde(field, x32, 0.5, **common).ys
-    hi = af.solve_sde(field, x64, 0.5, **common).ys
-    _assert_close(lo, hi, 1e-5, "solve_sde drift")
-
+def test_noise_brownian_statistics():
+    """The float32 SDE path (Itô, Euler–Maruyama): without interaction each token is Brownian
+    motion on S^2, so E⟨x(t), x(0)⟩ = e^{−σ(d−1)t}, checked on 2000 independent tokens within 4
+    standard errors (float32 and float64 draw different Brownian paths from one key, so paths
+    are not compared; the drift is the field, compared above and in the solve tests)."""
     n, sigma, t1 = 2000, 0.5, 0.5
     x0 = af.random_tokens(jr.key(5), n, 3, dtype=F32)
     ys = af.solve_sde(
         None, x0, t1, sigma=sigma, key=jr.key(6), dt=0.05, brownian="fast", form="ito"
     ).ys
     assert ys.dtype == F32
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(ys), axis=-1), 1.0, atol=1e-6)
     cosines = np.sum(np.asarray(ys[-1], np.float64) * np.asarray(x0, np.float64), axis=1)
     stderr = cosines.std() / np.sqrt(n)
     assert abs(cosines.mean() - np.exp(-sigma * 2 * t1)) < 4 * stderr + 3e-3
@@ -120,8 +131,10 @@ def test_mmd_and_its_gradient():
         F64: [af.normalize(jnp.asarray(x, F64)), af.normalize(jnp.asarray(y, F64))]
         + [jnp.asarray(v, F64) for v in (a, b)],
     }
-    mmd = jax.value_and_grad(
-        lambda x_, y_, a_, b_: af.squared_mmd(x_, y_, x_weights=a_, y_weights=b_)
+    mmd = jax.jit(
+        jax.value_and_grad(
+            lambda x_, y_, a_, b_: af.squared_mmd(x_, y_, x_weights=a_, y_weights=b_)
+        )
     )
     (v32, g32), (v64, g64) = mmd(*args[F32]), mmd(*args[F64])
     assert v32.dtype == F32 and abs(float(v32) - float(v64)) <= 1e-5 * abs(float(v64))
