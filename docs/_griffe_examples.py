@@ -20,7 +20,7 @@ import griffe
 
 _SINGULAR = re.compile(r"^(\s*)Example:\s*$", re.MULTILINE)
 _ROLE = re.compile(r":(?:func|class|meth|attr|data|mod|obj):`~?([A-Za-z_][\w.]*)`")
-_MATHS = re.compile(r"docs/maths\.md §(\d+)(?:\.(\d+))?")
+_MATHS = re.compile(r"docs/maths\.md §(\d+)(?:\.(\d+))?((?:–\d+)?)")
 _PAGE = re.compile(r"docs/([a-z_-]+)\.md(?:#([a-z0-9-]+))?")
 
 
@@ -47,14 +47,15 @@ def _role(match: re.Match) -> str:
 
 
 def _maths(match: re.Match) -> str:
-    section, subsection = match.group(1), match.group(2)
-    number = section + (f".{subsection}" if subsection else "")
+    section, subsection, upto = match.group(1), match.group(2), match.group(3)
+    number = section + (f".{subsection}" if subsection else "") + upto
     return f"[Mathematics §{number}][{math_anchor(section, subsection)}]"
 
 
 def _page(match: re.Match) -> str:
     page, anchor = match.group(1), match.group(2)
-    return f"[{match.group(0)}][{anchor or page}]"
+    title = page.replace("-", " ").replace("_", " ").capitalize()
+    return f"[{title}][{anchor or page}]"
 
 
 _INLINE_LINK = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)\)")
