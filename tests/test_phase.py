@@ -12,6 +12,9 @@ from scipy.stats import ks_2samp
 
 import attnflow as af
 import attnflow.theory as th
+from attnflow._phase._coordinates import Coordinates
+from attnflow._phase._distance import Distance
+from attnflow._phase._log_distance import LOG_ZERO, LogDistance
 
 TS = np.linspace(0.0, 16.0, 9)
 SMALL = dict(chunk_size=4, beta_block=2)  # one compiled shape shared by most tests
@@ -33,6 +36,46 @@ def scipy_fraction(x0, beta, ts, normalization="softmax", Q=None, K=None, V=None
     xs /= np.linalg.norm(xs, axis=2, keepdims=True)
     close = np.einsum("tid,tjd->tij", xs, xs) >= 1 - delta
     return close[:, ~np.eye(n, dtype=bool)].mean(axis=1)
+
+
+@pytest.mark.parametrize("normalization", ["softmax", "n"])
+def test_state_forms_against_the_token_flow(normalization):
+    """Each form's rate and clustered test against the (SA)/(USA) flow of the tokens in NumPy:
+    Ḋ_ij = −(⟨ẋ_i, x_j⟩ + ⟨x_i, ẋ_j⟩), L̇_ij = Ḋ_ij / D_ij."""
+    n, d, beta, delta = 5, 4, 1.5, 1e-2
+    x = np.array(af.random_tokens(jr.key(11), n, d))
+    # Pairs (0, 1) just inside the threshold, (2, 3) just outside: ⟨x_i, x_j⟩ = 1 − δ ± δ/4.
+    for i, j, gap in ((0, 1, 0.75 * delta), (2, 3, 1.25 * delta)):
+        w = x[j] - (x[j] @ x[i]) * x[i]
+        x[j] = (1 - gap) * x[i] + np.sqrt(1 - (1 - gap) ** 2) * w / np.linalg.norm(w)
+    dx = sa_field_numpy(x, beta, normalization=normalization)
+    G = x @ x.T
+    D = np.where(np.eye(n, dtype=bool), 0.0, 1 - G)
+    dD = -(dx @ x.T + x @ dx.T)
+    close = (G >= 1 - delta) | np.eye(n, dtype=bool)
+    assert close[0, 1] and not close[2, 3]
+    off = ~np.eye(n, dtype=bool)
+    L = np.where(off, np.log(np.where(off, D, 1.0)), LOG_ZERO)
+    b = jnp.asarray(beta)
+    dist = Distance((n, n), normalization, jnp.asarray(delta))
+    np.testing.assert_allclose(dist.rate(jnp.asarray(D), b, {}), dD, rtol=1e-13, atol=1e-13)
+    logdist = LogDistance((n, n), normalization, jnp.asarray(delta), jnp.asarray(1e-12))
+    dL = np.asarray(logdist.rate(jnp.asarray(L), b, {}))
+    np.testing.assert_allclose(dL[off], dD[off] / D[off], rtol=1e-10)
+    assert np.all(np.diagonal(dL) == 0)
+    Q, K, V = np.asarray(jr.normal(jr.key(12), (3, d, d)))
+    coords = Coordinates((n, d), normalization, jnp.asarray(delta), B=jnp.asarray(Q.T @ K))
+    np.testing.assert_allclose(
+        coords.rate(jnp.asarray(x), b, {"V": jnp.asarray(V)}),
+        sa_field_numpy(x, beta, Q, K, V, normalization),
+        rtol=1e-13,
+        atol=1e-13,
+    )
+    plain = Coordinates((n, d), normalization, jnp.asarray(delta))
+    np.testing.assert_allclose(plain.rate(jnp.asarray(x), b, {}), dx, rtol=1e-13, atol=1e-13)
+    for form, state in ((dist, D), (logdist, L), (plain, x)):
+        flat = jnp.asarray(state).reshape(1, -1)
+        np.testing.assert_array_equal(form.clustered(flat), close.reshape(1, -1))
 
 
 @pytest.mark.parametrize("normalization", ["softmax", "n"])
@@ -194,8 +237,8 @@ def test_bad_inputs():
         af.phase_diagram_from_tokens(x0, betas=[[1.0]], ts=TS)
     with pytest.raises(ValueError, match="ts: expected finite, non-negative, non-decreasing"):
         af.phase_diagram_from_tokens(x0, betas=[1.0], ts=[2.0, 1.0])
-    with pytest.raises(ValueError, match=r"delta: expected a threshold 0 < delta < 2, got 2.0"):
-        af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, delta=2.0)
+    with pytest.raises(ValueError, match="delta: expected a threshold"):
+        af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, delta=2.5)
     with pytest.raises(ValueError, match="x0: tokens must lie on the unit sphere"):
         af.phase_diagram_from_tokens(2 * x0, betas=[1.0], ts=TS)
     with pytest.raises(ValueError, match="x0: expected initial tokens of shape"):
