@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._check import check_delta, check_shape_tokens, check_tokens, check_weights
+from ._check import as_tokens, check_delta, check_shape_tokens, check_tokens, check_weights
 from ._energy import default_weights
 
 
@@ -22,6 +22,7 @@ def gram(x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         >>> af.gram(jnp.eye(2)).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
     """
+    x = as_tokens(x)
     check_shape_tokens(x)
     return x @ x.T
 

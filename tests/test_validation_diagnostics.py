@@ -55,6 +55,7 @@ def test_bad_input_raises_under_jit():
 
 
 def test_lists_are_accepted():
+    np.testing.assert_array_equal(af.gram(X.tolist()), X @ X.T)
     assert int(af.count_clusters(X.tolist())) == 2
     assert float(af.clustered_fraction(X.tolist())) == pytest.approx(4 / 12)
 
