@@ -2,6 +2,10 @@
 measures, the four-particle rectangle, proven extremisers against the measure optimiser, and
 the first-order minimiser density. References are NumPy/scipy written from the formulas."""
 
+import os
+import pathlib
+import runpy
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -213,3 +217,12 @@ def test_float32_and_errors():
         af.minimize_measure_energy(np.eye(2))
     with pytest.raises(ValueError, match="d1, d2: expected finite non-zero"):
         theory.rectangle_critical_angle(0.0, 1.0)
+
+
+def test_landscape_notebook_runs_quick(monkeypatch):
+    monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    path = pathlib.Path(__file__).parents[1] / "notebooks" / "measure_landscape.py"
+    ns = runpy.run_path(os.fspath(path), run_name="__main__")
+    assert ns["max_fraction"] == 1.0
+    assert abs(ns["slope"] - iv(1, 1.0) / (2 * iv(2, 1.0))) < 1e-3
+    assert ns["atomic_fraction"] == 1.0 and ns["localised_fraction"] == 1.0

@@ -1,6 +1,10 @@
 """The perceptron field on R^d: exact flow map against diffrax, log-determinant against the
 autodiff Jacobian, the gradient structure w_k = c_k a_k, and input validation."""
 
+import os
+import pathlib
+import runpy
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -102,3 +106,10 @@ def test_float32_and_errors():
         af.Perceptron(W, A, B, SWITCHES)(0.0, jnp.ones((3, 3)))
     with pytest.raises(ValueError, match="t1: expected t1 >= t0"):
         af.Perceptron(W, A, B, SWITCHES).flow_map(X0, -1.0)
+
+
+def test_transport_notebook_runs_quick(monkeypatch):
+    monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    path = pathlib.Path(__file__).parents[1] / "notebooks" / "perceptron_transport.py"
+    ns = runpy.run_path(os.fspath(path), run_name="__main__")
+    assert ns["kl_final"] < 0.3 * ns["kl_initial"] and ns["mmd_final"] < ns["mmd_initial"]

@@ -21,4 +21,5 @@ FIGURES: dict[str, str] = {
     "metastable-clusters": "attnflow.figures.metastable_clusters",
     "fig1": "attnflow.figures.fig1",
     "fig1-flow": "attnflow.figures.fig1_flow",
+    "measure-landscape": "attnflow.figures.measure_landscape",
 }
