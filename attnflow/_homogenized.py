@@ -62,6 +62,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_beta, check_tokens, is_traced
 from ._fields._self_attention import SelfAttention
+from ._sphere import project_tangent, tangent, unit_rows
 
 HOMOGENIZED_REGIMES: dict[str, dict] = {
     "diffusive": {
@@ -85,13 +86,9 @@ HOMOGENIZED_REGIMES: dict[str, dict] = {
 i.e. τ · noise²/d · C_ii: ``noise`` is the factor in front of dB in (H)."""
 
 
-def _unit(y):
-    return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
-
-
 def _attention_average(attention: SelfAttention, y):
     """m_i = Σ_j a_ij x̂_j at the unit tokens x̂ = y/|y|."""
-    return attention.attention_output(_unit(y))
+    return attention.attention_output(unit_rows(y))
 
 
 def solve_homogenized(
@@ -177,7 +174,7 @@ def solve_homogenized(
 
     def drift(t, y, args):
         m = _attention_average(attention, y)
-        value = mu * (m - jnp.sum(_unit(y) * m, axis=-1, keepdims=True) * _unit(y))
+        value = mu * tangent(unit_rows(y), m)
         if noisy:
             value = value - ito * jnp.sum(m * m, axis=-1, keepdims=True) * y
         return value
@@ -191,7 +188,7 @@ def solve_homogenized(
 
             def apply(dB):
                 w = m @ dB.T  # rows (dB m_i)ᵀ
-                return w - jnp.sum(y * w, -1, keepdims=True) / jnp.sum(y * y, -1, keepdims=True) * y
+                return project_tangent(y, w)
 
             return lx.FunctionLinearOperator(apply, structure)
 
@@ -200,7 +197,7 @@ def solve_homogenized(
         else:
             path = diffrax.VirtualBrownianTree(t0, t1, tol=dt / 4, shape=structure, key=key)
         terms = diffrax.MultiTerm(terms, diffrax.ControlTerm(diffusion, path))
-    fn = lambda t, y, args: _unit(y)  # noqa: E731
+    fn = lambda t, y, args: unit_rows(y)  # noqa: E731
     if ts is None:
         saveat = diffrax.SaveAt(t1=True, fn=fn)
     else:
@@ -267,7 +264,7 @@ def homogenized_phase_diagram(
         raise ValueError(f"delta: expected a positive tolerance, got {delta}")
     k0, k1 = jr.split(key)
     x0 = jr.normal(k0, (int(realizations), int(n), int(d)), betas.dtype)
-    x0 = _unit(x0)
+    x0 = unit_rows(x0)
     keys = jr.split(k1, int(realizations))
     t1 = float(np.max(np.asarray(ts)))
     max_steps = math.ceil(t1 / float(dt) * (1 + 1e-9)) + 1

@@ -112,7 +112,8 @@ def test_field_gradients_in_beta_Q_K_V_and_weights_match_the_plain_field():
 
     def plain(beta, Q, K, V, w, x):
         out = _plain(beta * x @ Q.T, x @ K.T, x @ V.T, w, None, "causal", "softmax")
-        v = out - jnp.sum(out * x, axis=1, keepdims=True) * x
+        # The fields' projection off the sphere: P_x v = v − ⟨x, v⟩ x / |x|².
+        v = out - jnp.sum(out * x, axis=1, keepdims=True) / jnp.sum(x * x, 1, keepdims=True) * x
         return jnp.sum(v * x[::-1])
 
     args = (jnp.asarray(1.7), Q, K, V, w, x)
@@ -127,6 +128,7 @@ def test_hessian_through_solve_differentiable_twice():
     field = af.SelfAttention(1.5)
 
     def loss(x):
+        x = x / jnp.linalg.norm(x, axis=1, keepdims=True)  # finite differences leave the sphere
         return jnp.sum(af.solve(field, x, 0.5, differentiable_twice=True).ys[-1][0] * x0[1])
 
     hessian = jax.hessian(loss)(x0)
