@@ -7,8 +7,8 @@ ALiBi (Press, Smith, Lewis, ICLR 2022) adds −m·|i − j| to β⟨Q x_i, K x_j
 head. Duerinckx–Geshkovski–Rossi (seed 001, "Kinetic theory for Transformers and the
 lost-in-the-middle phenomenon") study causal self-attention of i.i.d. uniform tokens and show
 that the token retrieval profile, as a function of the source position, is U-shaped (primacy,
-recency, an interior minimum); :func:`retrieval_profile` measures a profile of that kind for any
-field by Monte Carlo.
+recency, an interior minimum) for their kinetic model, :class:`CausalALiBiAttention`;
+:func:`retrieval_profile` measures a related covariance profile for any field by Monte Carlo.
 """
 
 from collections.abc import Callable
@@ -137,10 +137,12 @@ def retrieval_profile(
 
     How much of the source token at position j the query token (default the last) still carries
     after depth t1. For i.i.d. uniform prompts E x_j(0) = 0, so r(j) is the covariance between
-    output and source; r(q) starts at 1 (recency) and, for causal V = I, r(1) → 1 as t1 → ∞
-    because every token converges to x_1(0) (primacy, MATH.md §1.7). Seed 001 derives the
-    U shape of the retrieval profile of causal attention from its mean-field correlation equation;
-    their exact observable was not available here, so this is the direct, measurable analogue.
+    output and source. It shows a U shape by a different mechanism from the lost-in-the-middle
+    paper: under causal softmax SA every token eventually collapses onto x_1(0) (primacy), while
+    r(q) starts at 1 (recency). It is not that paper's observable: for the kinetic causal ALiBi
+    model (:class:`CausalALiBiAttention`) use :func:`attnflow.theory.lost_in_the_middle_profile`,
+    the limit N·Σ_n ω_n E cos(n(θ_N(t) − θ_{sN}(0))), and its particle Monte Carlo in
+    ``attnflow.figures.lost_in_the_middle``.
 
     Args:
         field: any attnflow field (e.g. ``SelfAttention(β, causal=True)`` or
