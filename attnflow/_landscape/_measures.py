@@ -487,17 +487,32 @@ def _run(
     return MeasureOptimum(x, w, e, s_w, s_x, gap, converged, steps, maximize)
 
 
-_COMMON_DOC = """
+def minimize_measure_energy(
+    D,
+    points=None,
+    weights=None,
+    *,
+    num_points: int | None = None,
+    move_particles: bool = False,
+    newton: bool = True,
+    tol: float | None = None,
+    max_steps: int = 2000,
+    cg_steps: int = 30,
+    merge_delta: float = 1e-9,
+    prune: float = 1e-14,
+) -> MeasureOptimum:
+    """Minimise E(μ) = ∬ exp(xᵀDy) dμ dμ over probability measures on the points (BKKRW).
+
     Exponentiated gradient (mirror descent with the entropy) on the weights of a fixed point set,
     w ← w ∘ exp(∓η(φ − φ̄)/φ̄) / Z, φ_i = δE/δμ(x_i), with a backtracking step η that doubles
     after every accepted step (η → ∞ is the Frank–Wolfe vertex step). The search is local: it
     converges to a stationary measure reached from the initial weights; compare several starts
     for a global extremiser (in float32, rounding can unbalance an antipodal pair on the way).
     When minimising, each step first tries a mirror Newton step: truncated conjugate gradients
-    on the quadratic model in
-    δw = √w ∘ u (which resolves the few kernel modes that matter: the spectrum of e^{xᵀDy}
-    decays like I_k(‖D‖)), accepted only if it lowers E; measured on the circle with N = 1000,
-    3–8 steps reach s_w = 1e-9 where exponentiated gradient alone needs ~10⁴.
+    on the quadratic model in δw = √w ∘ u, which resolves the few kernel modes that matter (the
+    spectrum of e^{xᵀDy} decays like I_k(‖D‖)), accepted only if it lowers E. Measured on the
+    circle with N = 1000: 3–8 steps reach s_w = 1e-9, where exponentiated gradient alone needs
+    ~10⁴.
 
     With ``move_particles`` every weight step is followed by a Wasserstein gradient step on the
     points, x_i ← normalize(x_i ∓ τ ∇_W E(x_i)/φ̄) (backtracking τ), and points closer than
@@ -520,23 +535,15 @@ _COMMON_DOC = """
     Returns:
         a :class:`MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its atoms with
         attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
-"""
 
-
-def minimize_measure_energy(
-    D,
-    points=None,
-    weights=None,
-    *,
-    num_points: int | None = None,
-    move_particles: bool = False,
-    newton: bool = True,
-    tol: float | None = None,
-    max_steps: int = 2000,
-    cg_steps: int = 30,
-    merge_delta: float = 1e-9,
-    prune: float = 1e-14,
-) -> MeasureOptimum:
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> r = af.minimize_measure_energy(jnp.diag(jnp.array([1.0, 1.2])), num_points=200)
+        >>> float(r.weight_stationarity) < 1e-5
+        True
+        >>> r.kind()
+        'diffuse'
+    """
     return _run(
         D,
         points,
@@ -565,6 +572,44 @@ def maximize_measure_energy(
     merge_delta: float = 1e-9,
     prune: float = 1e-14,
 ) -> MeasureOptimum:
+    """Maximise E(μ) = ∬ exp(xᵀDy) dμ dμ over probability measures on the points (BKKRW).
+
+    Exponentiated gradient (mirror descent with the entropy) on the weights of a fixed point set,
+    w ← w ∘ exp(∓η(φ − φ̄)/φ̄) / Z, φ_i = δE/δμ(x_i), with a backtracking step η that doubles
+    after every accepted step (η → ∞ is the Frank–Wolfe vertex step). The search is local: it
+    converges to a stationary measure reached from the initial weights; compare several starts
+    for a global extremiser (in float32, rounding can unbalance an antipodal pair on the way).
+    :func:`minimize_measure_energy` also tries a mirror Newton step on the weights (truncated
+    conjugate gradients on the quadratic model in δw = √w ∘ u), accepted only if it lowers E.
+
+    With ``move_particles`` every weight step is followed by a Wasserstein gradient step on the
+    points, x_i ← normalize(x_i ∓ τ ∇_W E(x_i)/φ̄) (backtracking τ), and points closer than
+    ``merge_delta`` (⟨x_i, x_j⟩ ≥ 1 − merge_delta) are merged. Atoms then sit at exact
+    stationary positions (e.g. eigenvectors of D) instead of the nearest grid point.
+
+    Args:
+        D: (d, d) symmetric bilinear form (BKKRW's D = βA for attnflow's InteractionEnergy).
+        points: (N, d) candidate points on the sphere; default ``sphere_points(num_points, d)``.
+        weights: (N,) initial weights (default uniform); zero weights stay zero.
+        num_points: size of the default point set (d = 2: circle grid, d = 3: Fibonacci).
+        move_particles: alternate weight steps with particle moves and merges.
+        tol: stop when s_w ≤ tol (and s_x ≤ tol when particles move); default 1e-8 in
+            float64, 1e-5 in float32.
+        max_steps: iteration cap.
+        merge_delta: merge threshold. prune: weights below prune · max weight are set to zero
+            after each merge.
+
+    Returns:
+        a :class:`MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its atoms with
+        attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> D = jnp.diag(jnp.array([-1.0, -0.2]))     # D < 0: the antipodal pair on e1
+        >>> r = af.maximize_measure_energy(D, num_points=64, move_particles=True)
+        >>> r.kind(), round(float(r.energy), 6)
+        ('antipodal pair', 1.543081)
+    """
     return _run(
         D,
         points,
@@ -579,32 +624,3 @@ def maximize_measure_energy(
         merge_delta=merge_delta,
         prune=prune,
     )
-
-
-minimize_measure_energy.__doc__ = (
-    """Minimise E(μ) = ∬ exp(xᵀDy) dμ dμ over probability measures on the points (BKKRW).
-"""
-    + _COMMON_DOC
-    + """
-    Example:
-        >>> import jax.numpy as jnp, attnflow as af
-        >>> r = af.minimize_measure_energy(jnp.diag(jnp.array([1.0, 1.2])), num_points=200)
-        >>> float(r.weight_stationarity) < 1e-5
-        True
-        >>> r.kind()
-        'diffuse'
-"""
-)
-maximize_measure_energy.__doc__ = (
-    """Maximise E(μ) = ∬ exp(xᵀDy) dμ dμ over probability measures on the points (BKKRW).
-"""
-    + _COMMON_DOC
-    + """
-    Example:
-        >>> import jax.numpy as jnp, attnflow as af
-        >>> D = jnp.diag(jnp.array([-1.0, -0.2]))     # D < 0: the antipodal pair on e1
-        >>> r = af.maximize_measure_energy(D, num_points=64, move_particles=True)
-        >>> r.kind(), round(float(r.energy), 6)
-        ('antipodal pair', 1.543081)
-"""
-)
