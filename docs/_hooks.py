@@ -89,9 +89,29 @@ def _title(markdown: str, fallback: str) -> str:
     return fallback
 
 
+_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\s]+)\)")
+
+
+def _results_link(match: re.Match) -> str:
+    """Links of benchmarks/RESULTS.md, relative to benchmarks/, as links of the generated page
+    benchmarks/results.md: pictures in benchmarks/ and docs/ are kept, web links too; links to
+    other repository files (scripts, the README) become their text."""
+    bang, text, target = match.groups()
+    if re.match(r"https?://", target):
+        return match.group(0)
+    path = target.split("#")[0]
+    for prefix in ("../docs/", "docs/"):
+        if path.startswith(prefix) and (ROOT / "docs" / path[len(prefix) :]).exists():
+            if not path.endswith(".md"):
+                return f"{bang}[{text}](../{target[len(prefix) :]})"
+    local = ROOT / "benchmarks" / path
+    if ".." not in path and local.suffix in _IMAGE_SUFFIXES and local.exists():
+        return match.group(0)
+    return text if not bang else f"`{path}`"
+
+
 def results_markdown() -> str:
-    text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
-    text = re.sub(r"\]\((?:\.\./)?docs/", "](../", text)  # pictures kept under docs/
+    text = _LINK.sub(_results_link, (ROOT / "benchmarks" / "RESULTS.md").read_text())
     return _link_math_pointers(text, "../maths.md")
 
 
