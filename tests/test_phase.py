@@ -237,8 +237,8 @@ def test_bad_inputs():
         af.phase_diagram_from_tokens(x0, betas=[[1.0]], ts=TS)
     with pytest.raises(ValueError, match="ts: expected finite, non-negative, non-decreasing"):
         af.phase_diagram_from_tokens(x0, betas=[1.0], ts=[2.0, 1.0])
-    with pytest.raises(ValueError, match="delta: expected a threshold"):
-        af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, delta=2.5)
+    with pytest.raises(ValueError, match=r"delta: expected a threshold 0 < delta < 2, got 2.0"):
+        af.phase_diagram_from_tokens(x0, betas=[1.0], ts=TS, delta=2.0)
     with pytest.raises(ValueError, match="x0: tokens must lie on the unit sphere"):
         af.phase_diagram_from_tokens(2 * x0, betas=[1.0], ts=TS)
     with pytest.raises(ValueError, match="x0: expected initial tokens of shape"):
