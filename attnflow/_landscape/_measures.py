@@ -23,6 +23,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._check import check_matrix, check_symmetric, check_tokens, check_weights
 from .._diagnostics import cluster_centers, cluster_labels
+from .._sphere import retract, tangent
 
 __all__ = [
     "MeasureOptimum",
@@ -153,16 +154,15 @@ def wasserstein_gradient(D, points, weights=None, at=None) -> Float[Array, "m d"
     at = points if at is None else check_tokens(jnp.asarray(at, points.dtype), "at")
     shift = _shift(D)
     _, grad = _scaled_phi(D, shift, at, points, weights)
-    tangent = grad - jnp.sum(grad * at, axis=-1, keepdims=True) * at
-    return tangent * jnp.exp(shift)
+    return tangent(at, grad) * jnp.exp(shift)
 
 
 def _stationarity(D, shift, points, weights, maximize):
     phi, grad = _scaled_phi(D, shift, points, points, weights)
-    tangent = grad - jnp.sum(grad * points, axis=-1, keepdims=True) * points
+    riemannian = tangent(points, grad)
     mean = jnp.dot(weights, phi)
     s_w = jnp.sqrt(jnp.dot(weights, (phi - mean) ** 2)) / mean
-    s_x = jnp.sqrt(jnp.dot(weights, jnp.sum(tangent**2, axis=-1))) / mean
+    s_x = jnp.sqrt(jnp.dot(weights, jnp.sum(riemannian**2, axis=-1))) / mean
     gap = jnp.where(maximize, jnp.max(phi) - mean, mean - jnp.min(phi)) / mean
     return s_w, s_x, gap, 0.5 * mean
 
@@ -368,15 +368,14 @@ def _optimize(D, points, weights, tol, config: _Config):
         w = _normalized(logw)
         phi, grad = _scaled_phi(D, shift, x, x, w)
         mean = jnp.dot(w, phi)
-        tangent = grad - jnp.sum(grad * x, axis=-1, keepdims=True) * x
-        move = -sign * tangent / mean
+        riemannian = tangent(x, grad)
+        move = -sign * riemannian / mean
         f0 = sign * 0.5 * mean
-        g0 = jnp.dot(w, jnp.sum(tangent**2, axis=-1)) / mean**2
+        g0 = jnp.dot(w, jnp.sum(riemannian**2, axis=-1)) / mean**2
         slack = 16 * jnp.finfo(dtype).eps * jnp.abs(f0)
 
         def moved(t):
-            y = x + t * move
-            return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+            return retract(x, move, t)
 
         def evaluate(t):
             # Armijo with c = ¼ (the first-order decrease is −t g0 φ̄/2): c = ¼ keeps the
