@@ -52,7 +52,13 @@ def weights_from_args(args, n: int):
             "args: attention fields read args as None, a (n,) array of weights or a dict with "
             f"key 'weights'; got {type(args).__name__} of shape {jnp.shape(args)}"
         )
-    return check_weights(args, n, "args (weights)")
+    weights = check_weights(args, n, "args (weights)")
+    message = "args (weights): the weights sum to 0; a measure needs positive total mass"
+    if is_traced(weights):
+        return eqx.error_if(weights, ~(jnp.sum(weights) > 0), message)
+    if not float(jnp.sum(weights)) > 0:
+        raise ValueError(message)
+    return weights
 
 
 def check_field_input(x, name: str = "x", *, nonzero: bool = True):
