@@ -12,6 +12,7 @@ from jaxtyping import Array, Float, Int
 
 from ._check import as_tokens, check_delta, check_shape_tokens, check_tokens, check_weights
 from ._energy import default_weights
+from ._sphere import unit_rows
 
 
 def gram(x: Float[Array, "n d"]) -> Float[Array, "n n"]:
@@ -215,7 +216,7 @@ def _histograms(flat, edges, bins, lo, hi, normalize, density):
 
     def one(h):
         if normalize:
-            h = h / jnp.linalg.norm(h, axis=-1, keepdims=True)
+            h = unit_rows(h)
         s = (h @ h.T)[rows, cols]
         if normalize:
             s = jnp.clip(s, -1, 1)

@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_shape_tokens, check_weights
+from ._sphere import unit_rows
 
 
 def _check_kappa(kappa, name="kappa"):
@@ -115,7 +116,7 @@ def _sample_vmf(key, means, kappas):
     w = _vmf_cosines(k_w, kappas, d, n, dtype)
     g = jr.normal(k_v, (n, d), dtype)
     v = g - jnp.sum(g * means, axis=1, keepdims=True) * means
-    v = v / jnp.linalg.norm(v, axis=1, keepdims=True)
+    v = unit_rows(v)
     return w[:, None] * means + jnp.sqrt(jnp.clip(1 - w**2, 0.0))[:, None] * v
 
 
@@ -258,6 +259,6 @@ def sliced_wasserstein(
 @functools.partial(jax.jit, static_argnums=(5, 6))
 def _sliced(key, x, y, a, b, num_projections, p):
     theta = jr.normal(key, (num_projections, x.shape[1]), x.dtype)
-    theta = theta / jnp.linalg.norm(theta, axis=1, keepdims=True)
+    theta = unit_rows(theta)
     per_direction = jax.vmap(lambda t: _quantile_distance(x @ t, a, y @ t, b, p))(theta)
     return jnp.mean(per_direction) ** (1 / p)

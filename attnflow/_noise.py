@@ -13,6 +13,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_beta, check_tokens, is_traced
+from ._sphere import project_tangent, unit_rows
 
 # Stochastic Runge–Kutta solvers (SlowRK, SPaRK, ...) also need the Lévy area of each increment.
 _LEVY_AREA = {
@@ -22,18 +23,12 @@ _LEVY_AREA = {
 }
 
 
-def _unit(y):
-    return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
-
-
 def _projector(y, scale):
     """w ↦ scale · P_y w with P_y = I − y yᵀ/|y|² row-wise; w is (n, d) or a common (d,)."""
 
     def apply(w):
         w = jnp.broadcast_to(w, y.shape)
-        return scale * (
-            w - jnp.sum(y * w, axis=-1, keepdims=True) / jnp.sum(y * y, -1, keepdims=True) * y
-        )
+        return scale * project_tangent(y, w)
 
     return apply
 
@@ -169,7 +164,7 @@ def solve_sde(
     terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, path))
     # BacksolveAdjoint rejects SaveAt(fn=...): normalise its saved values afterwards instead.
     backsolve = isinstance(adjoint, diffrax.BacksolveAdjoint)
-    save_fn = {"fn": lambda t, y, args: _unit(y)} if normalize and not backsolve else {}
+    save_fn = {"fn": lambda t, y, args: unit_rows(y)} if normalize and not backsolve else {}
     if ts is None:
         saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
@@ -200,7 +195,7 @@ def solve_sde(
         # The raw state overflows (or underflows to 0) when dt is far too large for σ: a step
         # multiplies |y_i| by about 1 + O(σ dt). Checked once on the saved values, not per step.
         ok = sol.result == diffrax.RESULTS.successful
-        lost = ok & ~jnp.all(jnp.isfinite(_unit(sol.ys)))
+        lost = ok & ~jnp.all(jnp.isfinite(unit_rows(sol.ys)))
         message = (
             "solve_sde: the solver's state overflowed or collapsed to 0 (|y_i| changes by a "
             "factor of about 1 + σ·dt per step): dt is too large for sigma; lower dt"
@@ -210,5 +205,5 @@ def solve_sde(
         elif bool(lost):
             raise eqx.EquinoxRuntimeError(message)
     if normalize and backsolve:
-        sol = eqx.tree_at(lambda s: s.ys, sol, _unit(sol.ys))
+        sol = eqx.tree_at(lambda s: s.ys, sol, unit_rows(sol.ys))
     return sol

@@ -18,6 +18,7 @@ from ._check import (
     check_tokens,
     is_traced,
 )
+from ._sphere import unit_rows
 
 
 class _OnSphere(eqx.Module):
@@ -30,12 +31,12 @@ class _OnSphere(eqx.Module):
     field: Callable
 
     def __call__(self, t, y, args):
-        x = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+        x = unit_rows(y)
         return self.field(t, x, args)
 
 
 def _save_normalized(t, y, args):
-    return y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+    return unit_rows(y)
 
 
 DEFAULT_MAX_STEPS = 4096

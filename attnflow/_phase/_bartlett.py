@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._sphere import unit_rows
+
 
 def bartlett_tokens(
     key: PRNGKeyArray, n: int, d: int, batch_shape: tuple[int, ...] = (), dtype=None
@@ -44,4 +46,4 @@ def _bartlett(key, d, n, r, batch_shape, dtype):
     dof = (d - jnp.arange(r, dtype=dtype)).reshape(ones + (r,))
     chi = jnp.sqrt(2 * jr.gamma(k_chi, dof / 2, batch_shape + (r,), dtype))
     L = L + jnp.eye(n, r, dtype=dtype).reshape(ones + (n, r)) * chi[..., None, :]
-    return L / jnp.linalg.norm(L, axis=-1, keepdims=True)
+    return unit_rows(L)

@@ -9,11 +9,12 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
+from .._sphere import unit_rows
 from ._form import AbstractStateForm
 
 
 def _unit_rows(Y):
-    return Y / jnp.linalg.norm(Y, axis=-1, keepdims=True)
+    return unit_rows(Y)
 
 
 class Coordinates(AbstractStateForm):

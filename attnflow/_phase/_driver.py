@@ -14,6 +14,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._check import check_positive_scalar
 from .._ensembles import AttentionEnsemble
+from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
 from ._coordinates import Coordinates, reduce_to_span
 from ._distance import Distance
@@ -451,7 +452,7 @@ def phase_diagram(
         y = bartlett_tokens(k_tokens, n, d, (R,), dtype)
         return phase_diagram_from_tokens(y, **common)
     g = jr.normal(k_tokens, (R, n, d), dtype)
-    x0 = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+    x0 = unit_rows(g)
     if shared_weights:
         B, V = ensemble.sample(k_weights, d, dtype)
     else:
