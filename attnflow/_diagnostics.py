@@ -107,7 +107,7 @@ def cluster_masses(
     per token (a static shape, so it works under ``jit``/``vmap``): the first
     ``count_clusters(x, delta)`` slots hold the clusters, the rest are 0. For well-separated point
     clusters, 2β e^{−β} E_β(x) → Σ_q m_q² as β → ∞ (the plateaux of dynamic metastability,
-    MATH.md §10).
+    docs/maths.md §10).
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -251,7 +251,7 @@ def energy_along(
     overflow-safe ``scaled`` method (:class:`attnflow.AbstractEnergy`): for
     ``InteractionEnergy(β)`` and ``log_shift=β``, 2β · energy_along(...) is
     (1/n²) Σ_ij exp(β(⟨x_i, x_j⟩ − 1)) ∈ (0, 1], the normalisation of the metastability staircase
-    (MATH.md §10), finite at any β.
+    (docs/maths.md §10), finite at any β.
 
     Args:
         trajectory: (*time, n, d) tokens; any number of leading dimensions.

@@ -1,4 +1,4 @@
-"""Random query/key/value ensembles of the paper's Fig. 5 (MATH.md §9).
+"""Random query/key/value ensembles of the paper's Fig. 5 (docs/maths.md §9).
 
 Only the bilinear form B = QᵀK enters the dynamics (⟨Q x, K y⟩ = xᵀ B y), so an ensemble draws
 the pair (B, V). Conventions are column vectors throughout: the field is
@@ -36,7 +36,7 @@ class AttentionEnsemble(eqx.Module):
 
     - ``"identity"``: V = I; the flow then stays in the span of the initial tokens.
     - ``"ginibre"``: V = G₃/√d, real Ginibre with spectrum filling the unit disc (circular law).
-      Not available in the authors' code (MATH.md §9); this scaling, ‖V x‖ ≈ |x|, is the one
+      Not available in the authors' code (docs/maths.md §9); this scaling, ‖V x‖ ≈ |x|, is the one
       of the ``"qk"`` panels.
     - ``"wishart"``: V = G₃G₃ᵀ/√d, positive semi-definite (``randomV=1``; the caption's "GOE"
       for panel (b) is this Wishart matrix).

@@ -1,5 +1,5 @@
 """Modes of a Gaussian kernel density estimator: the number of metastable clusters
-(Geshkovski, Rigollet, Sun, arXiv:2412.09080; MATH.md §10).
+(Geshkovski, Rigollet, Sun, arXiv:2412.09080; docs/maths.md §10).
 
 For samples X_1..X_n and bandwidth β^{-1/2}, the estimator f(x) = Σ_i e^{−β(x − X_i)²/2} has
 E[#modes] = Θ(√(β log β)) for N(0, 1) samples and n^c ≲ β ≲ n^{2−c}. On the sphere

@@ -1,7 +1,7 @@
 r"""Where rescaled tokens go for a general value matrix V: the limit geometries of GLPR23.
 
 Geshkovski, Letrouit, Polyanskiy, Rigollet, "The emergence of clusters in self-attention
-dynamics" (arXiv:2305.05465; Table 1 of arXiv:2312.10794, MATH.md §1.8). Pure self-attention
+dynamics" (arXiv:2305.05465; Table 1 of arXiv:2312.10794, docs/maths.md §1.8). Pure self-attention
 (9.1) on R^d, ẋ_i = Σ_j a_ij V x_j, is studied through z_i(t) = e^{−tV} x_i(t), which solves (9.3)
 (:class:`attnflow.RescaledSelfAttention`). As t → ∞:
 

@@ -42,7 +42,7 @@ def squared_mmd(
     The kernel is the interaction kernel of E_κ (paper (3.5)) divided by e^κ (so k ≤ 1 on the
     sphere and nothing overflows): MMD²_κ = 2κ e^{−κ} (E_κ[μ] + E_κ[ν] − 2 E_κ(μ, ν)) with
     the cross energy E_κ(μ, ν) = 1/(2κ) ∬ e^{κ⟨x,y⟩} dμ dν. Its Gegenbauer coefficients are all
-    positive (MATH.md §8, the Prop. 3.4 argument), so MMD_κ is a metric on probability
+    positive (docs/maths.md §8, the Prop. 3.4 argument), so MMD_κ is a metric on probability
     measures on S^{d−1}. Smooth in x, y and the weights; the square root is not taken because
     it is not differentiable at μ = ν.
 

@@ -1,5 +1,5 @@
 """Dynamic metastability at large β: the time-rescaled staircase flow on the circle and the
-collision model of its merges (Geshkovski, Koubbi, Polyanskiy, Rigollet 2024; MATH.md §10).
+collision model of its merges (Geshkovski, Koubbi, Polyanskiy, Rigollet 2024; docs/maths.md §10).
 
 (USA) on the circle, paper (7.1), is the gradient ascent θ̇ = n∇E_β of the energy (7.4); its
 metastable plateaux last e^{β(1 − cos u)} (u the gap to the next cluster), so at β = 1000 no

@@ -1,4 +1,4 @@
-"""Noisy self-attention: the SDE on (S^{d-1})^n of MATH.md §1.10 (GLPR Problem 7), with diffrax."""
+"""Noisy self-attention: the SDE on (S^{d-1})^n of docs/maths.md §1.10 (GLPR Problem 7)."""
 
 import math
 from collections.abc import Callable
@@ -53,7 +53,7 @@ def solve_sde(
     throw: bool = True,
     normalize: bool = True,
 ) -> diffrax.Solution:
-    r"""Solve noisy self-attention on (S^{d-1})^n (MATH.md §1.10) with diffrax, fixed step ``dt``.
+    r"""Solve noisy self-attention on (S^{d-1})^n (docs/maths.md §1.10), fixed step ``dt``.
 
     Stratonovich form (default)::
 
@@ -65,7 +65,7 @@ def solve_sde(
 
     A single token without interaction (F = 0) is Brownian motion on S^{d-1} with generator σΔ,
     so E⟨x(t), e⟩ = e^{−σ(d−1)t}⟨x(0), e⟩. The paper only poses the question (Problem 7,
-    §9.4); this SDE is the natural one derived in MATH.md §1.10.
+    §9.4); this SDE is the natural one derived in docs/maths.md §1.10.
 
     **Main arguments**
         field: the interaction F (any attnflow field), or ``None`` for no interaction.
@@ -81,17 +81,16 @@ def solve_sde(
 
     **Other arguments**
         form: ``"stratonovich"`` (default solver ``SlowRK``) or ``"ito"`` (default ``Euler``,
-            i.e. Euler–Maruyama). Measured on Brownian motion on S^2 (σ = 0.5, t = 1, dt = 0.01):
-            SlowRK keeps the raw max|y_i| − 1 ≈ 4e-4 with a bias of 3e-3 on E⟨x, e_1⟩; ``Heun`` is
-            1.3–8× cheaper per step but gives 3e-2 and 2e-2; Euler–Maruyama is unbiased in the mean
-            to 2e-3 but lets |x_i| wander by O(√(σ dt)) (0.18) along single paths.
+            i.e. Euler–Maruyama). SlowRK keeps the raw state close to the sphere, with a small
+            bias in the mean; Euler–Maruyama is unbiased in the mean but lets |y_i| wander by
+            O(√(σ dt)) along single paths (measurements: docs/benchmarks.md#bench-noise).
         solver: any diffrax SDE solver consistent with ``form``.
         dt: the constant step.
         brownian: ``"tree"`` (default): a ``diffrax.VirtualBrownianTree`` (tolerance dt/4):
             deterministic given ``key`` and differentiable. ``"fast"``: a
             ``diffrax.UnsafeBrownianPath``, a fresh Gaussian increment per step, ~100× cheaper
             for per-token noise (n·d Brownian coordinates; measured in
-            benchmarks/RESULTS_variants_a.md), but not bit-reproducible and not
+            docs/benchmarks.md#bench-noise), but not bit-reproducible and not
             reverse-mode differentiable (it runs with ``adjoint=diffrax.ForwardMode()``): for
             forward Monte Carlo.
         max_steps: default ⌈(t1 − t0)/dt⌉ + 1 (needs concrete t0, t1; pass it otherwise).

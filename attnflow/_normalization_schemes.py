@@ -184,7 +184,7 @@ def _iterate(scheme, sublayer, z0, num_layers, step, args, t0):
 
 
 class PostLN(AbstractNormalizationScheme):
-    """Post-LN, the paper's scheme (MATH.md §1.12): z ← N(z + h g(z)); flow ż = P^⊥_z g(z).
+    """Post-LN, the paper's scheme (docs/maths.md §1.12): z ← N(z + h g(z)); flow ż = P^⊥_z g(z).
 
     The stream is the tokens themselves (on the sphere). With g = attention output this is
     :func:`attnflow.layers` / :func:`attnflow.solve` of the attention field.

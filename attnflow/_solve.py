@@ -22,7 +22,7 @@ from ._sphere import unit_rows
 
 
 class _OnSphere(eqx.Module):
-    """Evaluate ``field`` at y/|y|: the flow then conserves |y_i| exactly (MATH.md §1.12).
+    """Evaluate ``field`` at y/|y|: the flow then conserves |y_i| exactly (docs/maths.md §1.12).
 
     A module rather than a closure so that the field's arrays are leaves of the diffrax term,
     which ``BacksolveAdjoint`` needs in order to differentiate with respect to them.
@@ -202,13 +202,13 @@ def solve(
     (``jax.jvp``, ``jax.jacfwd``); ``diffrax.BacksolveAdjoint`` is an approximate
     (continuous-adjoint) alternative with O(1) memory. Avoid it for clustering at long horizons:
     it re-integrates x(t) backwards from a clustered state, which is exponentially unstable
-    (measured: at t1 = 10 in float32 its gradient was 59× the exact one; benchmarks/RESULTS.md).
-    For exact gradients in bounded memory pass
+    (measured: at t1 = 10 in float32 its gradient was 59× the exact one;
+    docs/benchmarks.md#bench-grad). For exact gradients in bounded memory pass
     ``adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=k)``.
 
     The right-hand side is evaluated at y/|y| (so |x_i| is an exact invariant of the ODE even in
-    the repulsive case V = −I, MATH.md §1.12) and saved values are normalised, so ``sol.ys`` lies
-    on the sphere to rounding.
+    the repulsive case V = −I, docs/maths.md §1.12) and saved values are normalised, so ``sol.ys``
+    lies on the sphere to rounding.
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af

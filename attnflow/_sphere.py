@@ -37,7 +37,7 @@ def normalize(x: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
 
 
 def tangent(x: Float[Array, "*batch d"], v: Float[Array, "..."]) -> Float[Array, "*batch d"]:
-    """Row-wise tangent projection P^⊥_{x} v = v − ⟨x, v⟩ x (MATH.md notation).
+    """Row-wise tangent projection P^⊥_{x} v = v − ⟨x, v⟩ x (docs/maths.md §0).
 
     ``x`` is assumed on the sphere; see :func:`project_tangent` for points off it.
 
@@ -57,7 +57,7 @@ def project_tangent(
     """P_x v = v − ⟨x, v⟩ x / |x|²: the tangent projection extended off the sphere.
 
     Unlike :func:`tangent` it satisfies ⟨x, P_x v⟩ = 0 for every non-zero x, so a flow driven by it
-    conserves |x_i| exactly (MATH.md §1.12: the plain extension is repelling when V = −I).
+    conserves |x_i| exactly (docs/maths.md §1.12: the plain extension is repelling when V = −I).
     """
     return v - jnp.sum(x * v, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True) * x
 

@@ -1,5 +1,5 @@
 """Closed forms of GLPR §4–§6: pairwise-orthogonal tokens (Thm 6.8), the curve Γ_∞,δ (6.12),
-Wendel's theorem (Thm 6.7) and the cone-collapse rates of Lemma 6.4 (MATH.md §4, §5).
+Wendel's theorem (Thm 6.7) and the cone-collapse rates of Lemma 6.4 (docs/maths.md §4, §5).
 
 The clustering time of Thm 6.8 is the separable integral t*(β) = ∫_0^{1-δ} dγ / RHS(γ), written
 with exponential integrals. Every exponential that can overflow is carried in scaled form
@@ -125,7 +125,7 @@ def _scaled_e1(z):
 
 
 def _time_positive(beta, n, delta, normalization):
-    """t*(β) of MATH.md §4 for β > 0 (elementwise in β and δ), in scaled form."""
+    """t*(β) of docs/maths.md §4 for β > 0 (elementwise in β and δ), in scaled form."""
     m = n - (n - 1) * delta
     decay = jnp.exp(-beta * (1 - delta))
     ei_part = _scaled_ei(beta) - decay * _scaled_ei(beta * delta)
@@ -150,7 +150,7 @@ def clustering_time(
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""The time t*(β) at which pairwise-orthogonal tokens reach ⟨x_i, x_j⟩ = 1 − δ: the curve
-    Γ_∞,δ = {(t, β): γ_β(t) = 1 − δ} of paper (6.12), in closed form (MATH.md §4).
+    Γ_∞,δ = {(t, β): γ_β(t) = 1 − δ} of paper (6.12), in closed form (docs/maths.md §4).
 
     With m = n − (n−1)δ, z₁ = β/(n−1), z₂ = βm/(n−1), Ei the exponential integral and
     E₁(z) = ∫_z^∞ e^{-s}/s ds, integrating (6.9)/(6.10) by partial fractions gives
@@ -158,13 +158,13 @@ def clustering_time(
         t*_USA(β) = ½ e^{-β}[Ei(β) − Ei(βδ)] + ½ e^{β/(n−1)}[E₁(z₁) − E₁(z₂)],
         t*_SA(β)  = (n−1)/(2n) ln(m/δ) + (e^β/n) t*_USA(β),
 
-    the second identity being the SA form of MATH.md §4 rewritten (SA's integrand is e^β/n times
-    USA's plus (n−1)/(2(1−γ)(1+(n−1)γ))). At β = 0 both equal ½ ln(m/δ). t*_SA increases with β
-    (the clustered region of Fig. 3 is β ≤ β*(t), see :func:`clustering_beta`), t*_USA decreases.
-    Large β: t*_SA ~ e^β/(2β) once β ≫ n.
+    the second identity being the SA form of docs/maths.md §4 rewritten (SA's integrand is
+    e^β/n times USA's plus (n−1)/(2(1−γ)(1+(n−1)γ))). At β = 0 both equal ½ ln(m/δ). t*_SA
+    increases with β (the clustered region of Fig. 3 is β ≤ β*(t), see :func:`clustering_beta`),
+    t*_USA decreases. Large β: t*_SA ~ e^β/(2β) once β ≫ n.
 
-    Fig. 3's published curve was drawn for n = 128 on an n = 32 figure (MATH.md §9, §11.7); this
-    is the exact curve for the n given.
+    Fig. 3's published curve was drawn for n = 128 on an n = 32 figure (docs/maths.md §9, §11.7);
+    this is the exact curve for the n given.
 
     Args:
         beta: β ≥ 0, any shape.
@@ -177,7 +177,7 @@ def clustering_time(
 
     Example:
         >>> import math, attnflow.theory as th
-        >>> round(float(th.clustering_time(6.0, 32, 1e-3)), 1)  # MATH.md §9: t*(6) = 16.0
+        >>> round(float(th.clustering_time(6.0, 32, 1e-3)), 1)  # docs/maths.md §9: t*(6) = 16.0
         16.0
         >>> round(float(th.clustering_time(0.0, 2, 0.5)), 6) == round(0.5 * math.log(3.0), 6)
         True
@@ -275,7 +275,7 @@ def orthogonal_inner_product(
 
 def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape"]:
     r"""γ_0(t) = (e^{2t} − 1)/(e^{2t} + n − 1): Thm 6.8 at β = 0, where SA and USA coincide
-    (γ' = (2/n)(1−γ)(1+(n−1)γ), MATH.md §4). For n = 2 it is tanh t.
+    (γ' = (2/n)(1−γ)(1+(n−1)γ), docs/maths.md §4). For n = 2 it is tanh t.
 
     Evaluated as (1 − e^{-2t})/(1 + (n−1)e^{-2t}), finite for every t ≥ 0.
 
@@ -333,7 +333,7 @@ def clustering_beta(
 
     Example:
         >>> import attnflow.theory as th
-        >>> round(float(th.clustering_beta(30.0, 32, 1e-3)), 2)  # MATH.md §9: β*(30) = 6.91
+        >>> round(float(th.clustering_beta(30.0, 32, 1e-3)), 2)  # docs/maths.md §9: β*(30) = 6.91
         6.91
     """
     n = _check_n(n)
@@ -383,8 +383,8 @@ def cone_collapse_rate(
     From the attention-weight bounds a_ij ≥ e^{−2β}/n (SA) and e^{−β}/n (USA), (6.7) gives
     α' ≥ κ(1 − α) with κ = 1/(2n e^{2β}) (SA) for α = min_i ⟨x_i, x*⟩ ≥ ½, hence
     1 − α(t) ≤ ½ e^{−κ(t−t₀)} (:func:`cone_collapse_bound`) and, by ‖x_i − x*‖² = 2(1 − ⟨x_i, x*⟩),
-    λ = κ/2. [Typo, MATH.md §11.2: the printed (6.8) has e^{β}, inconsistent with (6.7) for SA;
-    e^{2β} is used here, and e^{β} is the USA rate.] These are worst-case bounds, far slower
+    λ = κ/2. [Typo, docs/maths.md §11.2: the printed (6.8) has e^{β}, inconsistent with (6.7) for
+    SA; e^{2β} is used here, and e^{β} is the USA rate.] These are worst-case bounds, far slower
     than typical runs.
 
     Example:

@@ -17,7 +17,8 @@ def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batc
 
     The β → ∞ limit of softmax(β ℓ): a row with a unique maximum becomes one-hot, and tied
     maxima share the mass equally, which is also the limit of softmax at a tie. Away from ties,
-    max_j |softmax(βℓ)_j − h_j| ≤ (n − 1) e^{−β·gap}, gap = top-1 minus top-2 logit (MATH.md §1.9).
+    max_j |softmax(βℓ)_j − h_j| ≤ (n − 1) e^{−β·gap}, gap = top-1 minus top-2 logit
+    (docs/maths.md §1.9).
 
     Args:
         logits: (…, n) scores.

@@ -92,7 +92,8 @@ class PureSelfAttention(eqx.Module):
 
     Tokens are not constrained to the sphere (GLPR23, arXiv:2305.05465). With the rescaling
     z = e^{−tV} x of (9.2) the dynamics becomes :class:`RescaledSelfAttention` (9.3), whose
-    clusters are described by Table 1 of GLPR (MATH.md §1.8). Missing Q, K, V are the identity.
+    clusters are described by Table 1 of GLPR (docs/maths.md §1.8). Missing Q, K, V are the
+    identity.
 
     Signature ``field(t, x, args) -> (n, d)`` (diffrax's); not an :class:`attnflow.AbstractField`
     because it is not tangent to the sphere.

@@ -19,7 +19,8 @@ class SelfAttention(AbstractAttention):
 
     with Z_i = Σ_j exp(β⟨Q x_i, K x_j⟩) for ``normalization="softmax"`` (SA, (2.4)) and Z_i = n
     for ``normalization="n"`` (USA, §3.3). With ``causal=True`` token i attends only to j ≤ i
-    (KPR24, MATH.md §1.7; the USA variant keeps the factor 1/n). Missing Q, K, V are the identity.
+    (KPR24, docs/maths.md §1.7; the USA variant keeps the factor 1/n). Missing Q, K, V are the
+    identity.
 
     Weighted measures (``args`` = weights w, see :class:`AbstractField`): with
     s_ij = β⟨Qx_i, Kx_j⟩, SA becomes Σ_j w_j e^{s_ij} V x_j / Σ_j w_j e^{s_ij} and USA

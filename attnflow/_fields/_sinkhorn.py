@@ -1,12 +1,12 @@
 """Sinkhorn (doubly stochastic) attention, as in Sinkformers (Sander, Ablin, Blondel, Peyré, 2022),
 and the entropic optimal-transport energy it descends.
 
-GLPR Rem. 3.5 (MATH.md §10): replacing the softmax row normalisation by Sinkhorn iterations
+GLPR Rem. 3.5 (docs/maths.md §10): replacing the softmax row normalisation by Sinkhorn iterations
 gives a doubly stochastic attention matrix, and under Assumption 1 of Sinkformers (QᵀK
 symmetric, V = ±QᵀK) the dynamics is a Wasserstein gradient flow — in the plain Wasserstein
 metric, without the Z_i factors that (SA) needs (§3.4).
 
-The energy is derived here [D] (MATH.md notes that Sinkformers' functional was not retrieved):
+The energy is derived here [D] (Sinkformers' own functional was not retrieved; docs/maths.md §10):
 with ε = 1/β, W = QᵀK symmetric and the cost c(x, y) = −⟨Wx, y⟩,
 
     F(μ) = ½ OT_ε(μ, μ),   OT_ε(μ, ν) = min_{π ∈ Π(μ, ν)} ∫ c dπ + ε KL(π ‖ μ ⊗ ν).

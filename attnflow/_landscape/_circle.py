@@ -1,4 +1,5 @@
-"""The circle d = 2 in angle coordinates x_i = (cos θ_i, sin θ_i) (GLPR §7, App. B; MATH.md §6–7).
+"""The circle d = 2 in angle coordinates x_i = (cos θ_i, sin θ_i) (GLPR §7, App. B;
+docs/maths.md §6–7).
 
 Energy (7.4), the (USA)/(SA) fields (7.1) on angles, the Hessian on the torus T^n (App. B), the
 kernel g of Fig. 6 and (B.3), the root τ*_β, and the threshold β_n of Theorem 5.1's proof.
@@ -76,7 +77,7 @@ def circle_energy(theta: Float[ArrayLike, " n"], beta) -> Float[Array, ""]:
 def circle_field(
     theta: Float[ArrayLike, " n"], beta, normalization: Literal["softmax", "n"] = "softmax"
 ) -> Float[Array, " n"]:
-    """The attention dynamics on angles, paper (7.1) and its (SA) analogue (MATH.md §6):
+    """The attention dynamics on angles, paper (7.1) and its (SA) analogue (docs/maths.md §6):
 
         (USA, ``"n"``)        θ̇_i = −(1/n) Σ_j e^{β cos(θ_i − θ_j)} sin(θ_i − θ_j),
         (SA, ``"softmax"``)   θ̇_i = −(1/Z_i) Σ_j e^{β cos(θ_i − θ_j)} sin(θ_i − θ_j),
@@ -157,8 +158,8 @@ def _check_dimension(d):
 def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*shape"]:
     """τ*_β: the root in [0, π/2] of β sin² τ = (d − 1) cos τ (App. B, Fig. 6; (B.3) for d > 2).
 
-    Closed form (MATH.md §7, derived): cos τ* = (−(d−1) + √((d−1)² + 4β²)) / (2β), evaluated in
-    the cancellation-free form 2β / ((d−1) + √((d−1)² + 4β²)), and τ* = atan2(sin τ*, cos τ*)
+    Closed form (docs/maths.md §7, derived): cos τ* = (−(d−1) + √((d−1)² + 4β²)) / (2β), evaluated
+    in the cancellation-free form 2β / ((d−1) + √((d−1)² + 4β²)), and τ* = atan2(sin τ*, cos τ*)
     with sin² τ* = (d−1) cos τ*/β, accurate for all β ≥ 0 (τ*_0 = π/2, τ* ≈ √((d−1)/β) as β → ∞).
     The kernel g of :func:`hessian_kernel` is positive on |τ| < τ* and negative on τ* < |τ| ≤ π.
 
@@ -184,7 +185,7 @@ def strict_saddle_threshold(n: int) -> float:
     """β_n = cos a / sin² a, a = π/(2(n − 1)): the β beyond which Theorem 5.1's proof works (d = 2).
 
     The proof needs (n − 1) τ*_β < π/2, i.e. β > β_n ≈ 4(n − 1)²/π²; then on the circle every
-    critical point of E_β other than synchrony is a strict saddle. MATH.md §7 / §11 item 5: the
+    critical point of E_β other than synchrony is a strict saddle. docs/maths.md §7 / §11.5: the
     paper's §7 and Fig. 2 quote n²/π², which matches the weaker condition (n − 1)τ* < π instead;
     this function returns the proof's constant.
 

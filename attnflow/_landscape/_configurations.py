@@ -1,4 +1,4 @@
-"""Known energy-minimising configurations on the sphere (MATH.md §8): the targets of the
+"""Known energy-minimising configurations on the sphere (docs/maths.md §8): the targets of the
 repulsive flow (V = −I, or ``GradientFlow(..., descent=True)``).
 
 Cohn–Kumar (CK07, Thm 1.2) prove that every *sharp* configuration (m distinct inner products and
@@ -7,7 +7,7 @@ the squared distance. Since exp(β⟨x, y⟩) = e^β exp(−β|x − y|²/2) and
 monotone, each of them is a global minimiser of the interaction energy E_β(X) = 1/(2βn²)
 Σ_ij exp(β⟨x_i, x_j⟩) for every β > 0. The paper's Thm 9.2 states the implication in the reverse
 direction, and its Def. 9.1 ("m > 1") would exclude the simplex; the CK07 forms are used here
-(MATH.md §11, item 6).
+(docs/maths.md §11.6).
 
 Constructors return ``(n, d)`` arrays of unit vectors (float64 numbers cast to ``dtype``). The
 spectrum table :data:`KNOWN_SPECTRA` also lists optima that are only known through their
@@ -36,7 +36,7 @@ def simplex(n: int, d: int | None = None, dtype=None) -> Float[Array, "n d"]:
     """The regular simplex: n unit vectors in R^d with ⟨x_i, x_j⟩ = −1/(n − 1) for i ≠ j.
 
     Needs n ≤ d + 1; ``d`` defaults to n − 1 (at least 2). For n ≤ d + 1 it is the unique
-    minimiser of E_β for every β (Jensen: Σ_{i≠j}⟨x_i, x_j⟩ ≥ −n, MATH.md §8).
+    minimiser of E_β for every β (Jensen: Σ_{i≠j}⟨x_i, x_j⟩ ≥ −n, docs/maths.md §8).
 
     Example:
         >>> from attnflow import theory
@@ -220,10 +220,10 @@ KNOWN_SPECTRA = {
         (0.5, 4600.0),
     ),
 }
-"""Inner products : average multiplicity per point of the known optima, MATH.md §8 table.
+"""Inner products : average multiplicity per point of the known optima, docs/maths.md §8 table.
 
 Rows "schlafli" … "leech" are transcribed from Cohn's list of universal optima (CK07 Table 1,
-tagged [T] in MATH.md: not constructed here). Each value is a function of (n, d) so the
+transcribed, not checked: not constructed here). Each value is a function of (n, d) so the
 families (simplex, cross-polytope, polygon) fit the same table.
 """
 
@@ -399,7 +399,8 @@ def _zonal_polynomials(t: np.ndarray, d: int, degree: int) -> np.ndarray:
 def design_strength(
     x: Float[Array | np.ndarray, "n d"], max_degree: int = 20, tol: float = 1e-8
 ) -> int:
-    """The largest t ≤ ``max_degree`` such that x is a spherical t-design (MATH.md §8, Def. 9.1).
+    """The largest t ≤ ``max_degree`` such that x is a spherical t-design (docs/maths.md §8,
+    Def. 9.1).
 
     Uses the Delsarte–Goethals–Seidel criterion: x is a t-design iff
     (1/n²) Σ_ij P_k(⟨x_i, x_j⟩) = 0 for k = 1 … t, with P_k the Gegenbauer polynomial of index

@@ -248,8 +248,8 @@ def classify_critical_point(
     - all < 0: "local maximum"; all > 0: "local minimum"; both signs: "strict saddle";
     - otherwise "degenerate" (a zero eigenvalue beyond the orbit: second order is inconclusive).
 
-    Mind the paper's wording (DESIGN.md): GLPR call a point a strict saddle when H has one
-    positive eigenvalue (ascent escapes it), local minima included; that is
+    Mind the paper's wording (docs/conventions.md#landscape): GLPR call a point a strict saddle when
+    H has one positive eigenvalue (ascent escapes it), local minima included; that is
     ``.is_paper_strict_saddle``.
 
     Args:

@@ -1,6 +1,6 @@
 """Riemannian Hessians of energies on the token manifold (S^{d-1})^n.
 
-Conventions of the landscape API (DESIGN.md "Landscape"):
+Conventions of the landscape API (docs/conventions.md#landscape):
 
 - The metric is the product round metric ⟨a, b⟩ = Σ_i ⟨a_i, b_i⟩: unit weight per token, not the
   Wasserstein factors w_i. Kinds of critical points do not depend on this choice (Remark B.1:
@@ -48,9 +48,9 @@ def riemannian_hessian(
         H = Bᵀ ∇²E B − diag(⟨x_i, ∇_i E⟩ ⊗ I_{d−1}),
 
     the Euclidean Hessian of the extension (from ``jax.hessian`` in tangent coordinates) plus the
-    Weingarten term of each sphere block (DESIGN.md: ``jax.hessian`` alone is not the Riemannian
-    Hessian). Works for any differentiable ``energy(x, weights)``, not only the interaction
-    energy. Costs n(d−1) Hessian-vector products; see :func:`hessian_vector_product` and
+    Weingarten term of each sphere block (docs/maths.md §7: ``jax.hessian`` alone is not the
+    Riemannian Hessian). Works for any differentiable ``energy(x, weights)``, not only the
+    interaction energy. Costs n(d−1) Hessian-vector products; see :func:`hessian_vector_product` and
     :func:`hessian_extreme_eigenvalues` for large n.
 
     Args:
@@ -169,8 +169,8 @@ def rotation_orbit_basis(x: Float[Array, "n d"], rtol: float = 1e-6) -> Float[Ar
 
     The columns span {(B x_i)_i : B ∈ so(d)}: the directions in which rotating all tokens together
     moves x. Every O(d)-invariant energy (the interaction energy with A = I included) is constant
-    along the orbit, so at a critical point these are zero modes of the Hessian (DESIGN.md). The
-    rank r is d(d−1)/2 minus the stabiliser dimension, decided by singular values above
+    along the orbit, so at a critical point these are zero modes of the Hessian (docs/maths.md §7).
+    The rank r is d(d−1)/2 minus the stabiliser dimension, decided by singular values above
     ``rtol`` × the largest; the shape (n(d−1), r) depends on x, so this is not jittable.
 
     Example:

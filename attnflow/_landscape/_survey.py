@@ -1,4 +1,4 @@
-"""Surveys of the critical points of the interaction energy (GLPR Problem 3, MATH.md §6–7).
+"""Surveys of the critical points of the interaction energy (GLPR Problem 3, docs/maths.md §6–7).
 
 Problem 3 asks whether, on the circle and for every β, each critical point of E_β other than
 synchrony is a strict saddle in the paper's sense (the Hessian has a positive eigenvalue, so the

@@ -378,14 +378,12 @@ def phase_diagram(
         that is fully clustered stops early (it stays clustered: the cone spanned by the tokens
         shrinks).
 
-        **Defaults** (measured on one Fig. 3 panel, n = d = 32, 1024 realisations; see
-        ``benchmarks/RESULTS.md``, "Phase diagrams"): float32 with rtol = 1e-3, atol = 1e-6
-        (applied to the integrated state: log-distances for Q = K = V = I and d ≥ 3) gives
-        max |ΔP| of a few 1e-3 (one merge of two clusters in one realisation moves P by about
-        that much; mean |ΔP| 3e-5) against a rtol = 1e-10 reference, against 0.40 (mean 0.017) for
-        the authors' Euler scheme. float32 (``dtype``) gives the same P as float64 at equal
-        tolerance at about half the float64 cost; float32 tolerances are clamped to
-        rtol ≥ 1e-5, atol ≥ 1e-6.
+        **Defaults**: rtol = 1e-3, atol = 1e-6, applied to the integrated state (log-distances
+        for Q = K = V = I and d ≥ 3). At these tolerances P is accurate to a few 1e-3, about what
+        one merge of two clusters in one realisation moves it by; ``dtype=float32`` gives the
+        same P as float64 at equal tolerance, at lower cost. float32 tolerances are clamped to
+        rtol ≥ 1e-5, atol ≥ 1e-6. The measurements behind these choices are on the benchmark
+        page (docs/benchmarks.md#bench-phase).
 
         Args:
             key: PRNG key.

@@ -4,14 +4,14 @@ For each β: the tokens of one run at several times, the number of clusters agai
 (that run, and the median with the 10–90% band across seeds), and the distribution across seeds
 of the number of clusters at the final time. The paper's claim — 2 clusters at β = 4 and 3 at
 β = 9 at t = 30 — is one draw of a distribution: clusters are metastable, they persist for long
-times before merging (MATH.md §10), and their number grows with β (like √(β log β) in the
+times before merging (docs/maths.md §10), and their number grows with β (like √(β log β) in the
 Gaussian-KDE model of Geshkovski–Rigollet–Sun).
 
 Conventions: n = 32 (the caption does not state n; presumably the n = 32 of Fig. 3),
 δ = 10⁻³ (tokens i, j are in one cluster when connected by a chain of ⟨x_i, x_j⟩ ≥ 1 − δ links,
 :func:`attnflow.count_clusters`), i.i.d. uniform initial tokens, the same initial tokens for both
 β (common random numbers). The caption's times are t = 2.5, 18, 30 and the panel titles read
-t = 0, 18, 30 (MATH.md §11 item 7): snapshots at t = 0, 2.5, 18 and 30 cover both.
+t = 0, 18, 30 (docs/maths.md §11.7): snapshots at t = 0, 2.5, 18 and 30 cover both.
 """
 
 import functools

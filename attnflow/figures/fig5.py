@@ -2,7 +2,7 @@
 d = 128, n = 32, on the axes of Fig. 3, for the four ensembles of the caption
 (:data:`attnflow.FIG5_ENSEMBLES`, conventions in :class:`attnflow.AttentionEnsemble`):
 
-    (a) Q, K, V real Ginibre (V = G/√d; the authors' code has no Ginibre V, MATH.md §9);
+    (a) Q, K, V real Ginibre (V = G/√d; the authors' code has no Ginibre V, docs/maths.md §9);
     (b) QᵀK Wigner (GOE), V = GGᵀ/√d ⪰ 0 (Wishart);
     (c) Q, K Ginibre, V = QᵀK/√d;
     (d) QᵀK Wigner, V = QᵀK/√(d+1).

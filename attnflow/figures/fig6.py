@@ -3,7 +3,7 @@
     g_β(τ) = (cos τ − β sin² τ) e^{β cos τ},
 
 for β = 2 (magenta) and β = 6 (cyan), with dashed lines at ±τ*_β, the root in [0, π/2) of
-β sin² τ = cos τ: cos τ* = (−1 + √(1 + 4β²))/(2β) (MATH.md §7, derived). g is positive on
+β sin² τ = cos τ: cos τ* = (−1 + √(1 + 4β²))/(2β) (docs/maths.md §7, derived). g is positive on
 |τ| < τ* and negative on τ* < |τ| ≤ π, which is what makes every non-synchronised critical point
 of E_β a strict saddle once β is large (Thm 5.1).
 

@@ -1,4 +1,4 @@
-"""Limit geometries by the spectrum of V (GLPR23, arXiv:2305.05465; Table 1, MATH.md §1.8).
+"""Limit geometries by the spectrum of V (GLPR23, arXiv:2305.05465; Table 1, docs/maths.md §1.8).
 
 Five panels, each a run of the rescaled pure-attention dynamics (9.3) (Q = K = I, β = 1, n tokens
 uniform on [−5, 5]^d, the authors' settings in clustering-Tformers.py) with the trajectories of

@@ -1,6 +1,6 @@
 """How many metastable clusters: the cluster count of the circle dynamics on its first metastable
 plateau against the mode count of the kernel density estimate of the initial angles
-(Geshkovski, Rigollet, Sun, arXiv:2412.09080; MATH.md §10).
+(Geshkovski, Rigollet, Sun, arXiv:2412.09080; docs/maths.md §10).
 
 On the circle, e^{β cos(θ − θ_j)} is the von Mises kernel with bandwidth ~ β^{-1/2}, and (USA)
 moves each token up the gradient of f(θ) = Σ_j e^{β cos(θ − θ_j)} (SA up the gradient of log f):

@@ -1,4 +1,5 @@
-"""Dynamic metastability: the energy staircase of (USA) on the circle at large β (MATH.md §10).
+"""Dynamic metastability: the energy staircase of (USA) on the circle at large β
+(docs/maths.md §10).
 
 Tokens x_i = (cos θ_i, sin θ_i) follow (USA), paper (7.1),
 
