@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Causal attention: metastable Rényi centres
 #
-# Causal self-attention (KPR24, MATH.md §1.7) with V = I keeps the first token fixed and, for
+# Causal self-attention (KPR24, docs/maths.md §1.7) with V = I keeps the first token fixed and, for
 # almost every start, drives every token to x_1(0). At large β the approach is metastable:
 # *strong Rényi centres* — tokens farther than δ from every earlier token — attract the tokens
 # that come after them and barely move for a long time, because the pull between two tokens at

@@ -37,7 +37,7 @@ for d, seconds in zip(data["d"], data["seconds"], strict=True):
 # t*(β) is increasing: orthogonal tokens are δ-clustered at time t exactly for β ≤ β*(t).
 # For n = 32, δ = 1e-3: t*(6) = 16.0 and β*(30) = 6.91, whereas the published curve reads
 # t ≈ 19 at β = 6 and β ≈ 6.45 at t = 30: it was computed with the authors' default n = 128
-# on a coarse β grid and pasted onto the n = 32 figure (MATH.md §9), so it matches neither.
+# on a coarse β grid and pasted onto the n = 32 figure (docs/maths.md §9), so it matches neither.
 
 # %%
 for n in (32, 128):

@@ -4,8 +4,8 @@
 # (SA) on the circle (d = 2), the zoom on Fig. 3(a). The paper shows one run: 2 clusters at
 # β = 4 and 3 at β = 9 at t = 30. Here the same picture, plus what one run cannot show: the
 # distribution of the number of clusters across seeds. Clusters are *metastable*: they form fast
-# and then persist, merging only on time scales exponential in β (MATH.md §10), so the count at
-# t = 30 is a random variable that grows with β.
+# and then persist, merging only on time scales exponential in β (docs/maths.md §10), so the
+# count at t = 30 is a random variable that grows with β.
 #
 # `ATTNFLOW_QUICK=1` runs a test-sized version.
 

@@ -9,7 +9,7 @@
 #
 # g is positive for |τ| < τ*_β and negative beyond, where cos τ* = (−1 + √(1 + 4β²))/(2β).
 # For large β, τ* ≈ β^{−1/2}: that is what makes every critical point other than synchrony a
-# strict saddle once (n − 1)τ* < π/2 (Thm 5.1; MATH.md §7).
+# strict saddle once (n − 1)τ* < π/2 (Thm 5.1; docs/maths.md §7).
 #
 # `ATTNFLOW_QUICK=1` uses a coarse grid.
 

@@ -51,7 +51,7 @@ assert counts.tolist() == brute
 
 # %% [markdown]
 # ## 2. E[#modes] / √(β log β) at fixed a = log β / log n
-# For each a, β = n^a. The ratio does not converge to one constant across a (MATH.md §10
+# For each a, β = n^a. The ratio does not converge to one constant across a (docs/maths.md §10
 # measured 0.45 at a = 1 and about 0.21 at a = 1/2), so the theorem's Θ hides an a-dependent
 # factor.
 

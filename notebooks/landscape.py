@@ -5,7 +5,7 @@
 # E_β(x) = 1/(2βn²) Σ_ij exp(β⟨x_i, x_j⟩) on (S^{d−1})^n: every critical point other than
 # synchrony is a *strict saddle* — the Riemannian Hessian has a positive eigenvalue, so the
 # ascent flow escapes it for almost every start. Problem 3 asks whether this holds on the circle
-# for every β; it is proved for β ≤ 1 and for β > β_n (Thm 5.1's proof, MATH.md §7).
+# for every β; it is proved for β ≤ 1 and for β > β_n (Thm 5.1's proof, docs/maths.md §7).
 #
 # This notebook
 # 1. compares the Thm 5.1 threshold β_n with the paper's n²/π²;
@@ -34,7 +34,7 @@ QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 # ## 1. Where the proof of Thm 5.1 starts
 #
 # The proof needs (n − 1) τ*_β < π/2, i.e. β > β_n = cos a / sin² a with a = π/(2(n − 1)),
-# about 4(n − 1)²/π² — four times the n²/π² quoted in the paper's §7 (MATH.md §11 item 5).
+# about 4(n − 1)²/π² — four times the n²/π² quoted in the paper's §7 (docs/maths.md §11.5).
 
 # %%
 print(f"{'n':>4} {'beta_n':>10} {'4(n-1)^2/pi^2':>14} {'n^2/pi^2':>9}")
@@ -107,7 +107,7 @@ ax = plot.critical_point_spectra(
 
 # %% [markdown]
 # The normalised energy 2βe^{−β}E_β of a critical point made of well separated point
-# clusters of masses m_q is close to Σ_q m_q² (the metastable plateaux, MATH.md §10):
+# clusters of masses m_q is close to Σ_q m_q² (the metastable plateaux, docs/maths.md §10):
 
 # %%
 for p in surveys[0].points:

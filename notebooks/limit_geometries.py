@@ -3,8 +3,8 @@
 #
 # Pure self-attention on R^d, ẋ_i = Σ_j a_ij V x_j, seen through z = e^{−tV}x (paper (9.3)).
 # Which object the rescaled tokens reach depends on the spectrum of V (Table 1 of GLPR23,
-# MATH.md §1.8): the vertices of a polytope (V = I), at most three hyperplanes ψ₁·z = c (simple
-# top eigenvalue), polytope × subspace (paranormal V), the origin (V = −I, unscaled x).
+# docs/maths.md §1.8): the vertices of a polytope (V = I), at most three hyperplanes ψ₁·z = c
+# (simple top eigenvalue), polytope × subspace (paranormal V), the origin (V = −I, unscaled x).
 # `attnflow.limit_geometry` reads each of these off a configuration. The runs use the authors'
 # matrices and settings (clustering-Tformers.py: n = 20, x0 uniform on [−5, 5]^d, Q = K = I).
 # `ATTNFLOW_QUICK=1` runs a test-sized version.

@@ -2,9 +2,9 @@
 # # Repulsive dynamics and optimal configurations
 #
 # With V = −I the self-attention dynamics (SA) pushes tokens apart: the energy
-# E_β = 1/(2βn²) Σ_ij exp(β⟨x_i, x_j⟩) decreases (MATH.md §2, dE/dt = −(1/n²) Σ_i Z_i |ẋ_i|²).
+# E_β = 1/(2βn²) Σ_ij exp(β⟨x_i, x_j⟩) decreases (docs/maths.md §2, dE/dt = −(1/n²) Σ_i Z_i |ẋ_i|²).
 # Cohn–Kumar's universally optimal configurations (sharp configurations and the 600-cell,
-# MATH.md §8) minimise E_β for every β, so random starts should end on them when they exist:
+# docs/maths.md §8) minimise E_β for every β, so random starts should end on them when they exist:
 # the simplex (n ≤ d + 1), the cross-polytope (n = 2d), the regular polygon (d = 2), the
 # icosahedron (n = 12, d = 3), …
 #
@@ -61,7 +61,7 @@ for name, kwargs in targets:
     reached = [(round(float(v), 4), float(m)) for v, m in zip(values, mult, strict=True)]
     table = [(round(v, 4), m) for v, m in theory.known_spectrum(name, **kwargs)]
     print("   spectrum reached:", reached)
-    print("   table (MATH.md): ", table)
+    print("   table (docs/maths.md §8): ", table)
     print("   design strength:", theory.design_strength(np.asarray(sol.ys[-1]), tol=1e-6))
 
 final_gap = max(e[-1] / opt - 1 for e, opt in results.values())

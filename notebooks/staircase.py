@@ -3,7 +3,7 @@
 #
 # At large β, tokens under (USA) collapse into a few clusters almost at once and then sit still
 # for times ~ e^{β(1 − cos u)} (u the gap to the next cluster) before merging, pairwise, until one
-# cluster is left (GKPR24; MATH.md §10). The normalised energy φ = 2β e^{−β} E_β climbs a
+# cluster is left (GKPR24; docs/maths.md §10). The normalised energy φ = 2β e^{−β} E_β climbs a
 # staircase whose steps are Σ_q m_q² over the cluster masses.
 #
 # The run integrates the angle ODE (7.1) with an L-stable implicit solver in float64: a few
