@@ -183,3 +183,27 @@ def test_bad_shapes_always_raise_a_clear_error(shape, entry):
 def test_bad_beta_always_raises_a_clear_error(beta):
     with pytest.raises(ValueError, match=r"^beta: "):
         af.SelfAttention(beta)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="_check_dt0 calls eqx.error_if on a Python float dt0 when x0 or t1 is traced: "
+    "'No arrays to thread error on to' (breaks notebooks/mean_field.py)",
+)
+def test_solve_under_jit_with_a_python_dt0():
+    import diffrax
+    import jax
+
+    x0 = af.random_tokens(jr.key(0), 3, 3)
+    solve = jax.jit(
+        lambda x: (
+            af.solve(
+                af.SelfAttention(1.0),
+                x,
+                1.0,
+                dt0=0.25,
+                stepsize_controller=diffrax.ConstantStepSize(),
+            ).ys
+        )
+    )
+    np.testing.assert_allclose(jnp.linalg.norm(solve(x0), axis=-1), 1.0, atol=1e-12)
