@@ -139,9 +139,10 @@ def on_files(files, config):
         ]
         more += [f"\n::: {name}" for name in missing]
         files.append(File.generated(config, "api/more.md", content="\n".join(more) + "\n"))
-    for path in sorted((ROOT / "benchmarks").iterdir()):
+    for path in sorted((ROOT / "benchmarks").rglob("*")):
         if path.suffix in _IMAGE_SUFFIXES:
-            files.append(File.generated(config, f"benchmarks/{path.name}", abs_src_path=str(path)))
+            uri = path.relative_to(ROOT).as_posix()
+            files.append(File.generated(config, uri, abs_src_path=str(path)))
     return files
 
 
