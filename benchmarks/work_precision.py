@@ -42,18 +42,20 @@ FULL = dict(
     d=64,
     t1=10.0,
     float32=(1e-2, 1e-3, 1e-4, 1e-5),
-    float64=(1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10),
+    # float64 and DOP853 start at loose rtol so that their measured error ranges bracket the
+    # 1e-4 and 1e-6 targets: at rtol = 1e-4 they are already near 1e-6 and 1e-7 errors.
+    float64=(1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10),
     euler=(0.1, 0.03, 0.01, 0.003),
-    dop853=(1e-4, 1e-6, 1e-8),
+    dop853=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8),
 )
 QUICK = dict(
     n=32,
     d=8,
     t1=2.0,
     float32=(1e-3, 1e-4),
-    float64=(1e-4, 1e-6, 1e-8),
+    float64=(1e-3, 1e-5, 1e-7),
     euler=(0.1, 0.01),
-    dop853=(1e-4, 1e-6),
+    dop853=(1e-3, 1e-5),
 )
 TARGETS = (1e-4, 1e-6)
 
@@ -241,7 +243,8 @@ def matched(points):
             for base in ("NumPy Euler", "scipy DOP853"):
                 if times[s] is None or times.get(base) is None:
                     ratio = None
-                    lines.append(f"- {s} vs {base}: not comparable (one side not reached)")
+                    missing = " and ".join(x for x in (s, base) if times.get(x) is None)
+                    lines.append(f"- {s} vs {base}: no ratio ({missing} not reached)")
                 else:
                     ratio = times[base] / times[s]
                     lines.append(f"- {s} vs {base}: {ratio:.2f}× ({base} time / attnflow time)")
