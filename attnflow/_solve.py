@@ -83,7 +83,8 @@ def _check_dt0(dt0, t0, t1):
     expected = "dt0: expected a finite initial step with the sign of t1 - t0 (> 0 when t1 > t0)"
     if is_traced(dt0) or is_traced(t0) or is_traced(t1):
         bad = (dt0 == 0) | (dt0 * (t1 - t0) < 0)
-        return eqx.error_if(dt0, bad, expected)
+        # A Python-float dt0 with traced times: thread the check through an array.
+        return eqx.error_if(jnp.asarray(dt0), bad, expected)
     if float(dt0) == 0 or float(dt0) * (float(t1) - float(t0)) < 0:
         raise ValueError(
             f"{expected}, got dt0 = {float(dt0)} for t0 = {float(t0)}, t1 = {float(t1)}"

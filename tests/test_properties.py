@@ -185,12 +185,8 @@ def test_bad_beta_always_raises_a_clear_error(beta):
         af.SelfAttention(beta)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_check_dt0 calls eqx.error_if on a Python float dt0 when x0 or t1 is traced: "
-    "'No arrays to thread error on to' (breaks notebooks/mean_field.py)",
-)
 def test_solve_under_jit_with_a_python_dt0():
+    """Regression: a Python-float dt0 with traced tokens ('No arrays to thread error on to')."""
     import diffrax
     import jax
 

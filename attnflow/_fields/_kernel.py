@@ -47,7 +47,7 @@ DENSE_TILE = 2**20
 
 One expression up to n = m = 1024; 256 rows at m = 4096; 64 at 16384 (4 MiB tiles in float32).
 Row tiles keep XLA's CPU backend on its matrix-multiply kernels where one n × m expression is
-fused into a slow loop nest (see the benchmark page, "Field throughput").
+fused into a slow loop nest (see docs/benchmarks.md#bench-scaling).
 """
 
 DEFAULT_BLOCK_SIZE = 512
