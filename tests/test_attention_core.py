@@ -5,7 +5,6 @@ by JAX, a NumPy transcription of the authors' layer update, and a NumPy RK4 of t
 of the lost-in-the-middle model.
 """
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -87,15 +86,22 @@ def test_kernel_gradients_match_autodiff_of_the_plain_expression(
 
 
 def test_second_derivatives_of_the_kernel():
-    """jax.hessian (forward over reverse) of the kernel equals that of the plain expression."""
+    """Forward over reverse (a Hessian-vector product in q, v and the weights) of the kernel
+    equals that of the plain expression, on the dense and the blocked path. jax.hessian through
+    solve(differentiable_twice=True) is tested in test_grad.py."""
+    direction = tuple(jr.normal(jr.key(20 + i), a.shape) for i, a in enumerate((Q_, V_, W_)))
     for block in (None, 4):
-        h_kernel = jax.hessian(
-            lambda q: jnp.sum(af.attention(q, K_, V_, weights=W_, block_size=block) * COT)
-        )(Q_)
-        h_plain = jax.hessian(lambda q: jnp.sum(_plain(q, K_, V_, W_, None, None, "softmax") * COT))(
-            Q_
-        )
-        np.testing.assert_allclose(h_kernel, h_plain, rtol=1e-10, atol=1e-12)
+
+        def kernel(q, v, w, block=block):
+            return jnp.sum(af.attention(q, K_, v, weights=w, block_size=block) * COT)
+
+        def plain(q, v, w):
+            return jnp.sum(_plain(q, K_, v, w, None, None, "softmax") * COT)
+
+        hvp_kernel = jax.jvp(jax.grad(kernel, (0, 1, 2)), (Q_, V_, W_), direction)[1]
+        hvp_plain = jax.jvp(jax.grad(plain, (0, 1, 2)), (Q_, V_, W_), direction)[1]
+        for got, want in zip(hvp_kernel, hvp_plain, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 def test_field_gradients_in_beta_Q_K_V_and_weights_match_the_plain_field():
@@ -121,23 +127,6 @@ def test_field_gradients_in_beta_Q_K_V_and_weights_match_the_plain_field():
         jax.grad(with_kernel, range(6))(*args), jax.grad(plain, range(6))(*args), strict=True
     ):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
-
-
-def test_hessian_through_solve_differentiable_twice():
-    x0 = af.random_tokens(jr.key(2), 4, 3)
-    field = af.SelfAttention(1.5)
-
-    def loss(x):
-        x = x / jnp.linalg.norm(x, axis=1, keepdims=True)  # finite differences leave the sphere
-        return jnp.sum(af.solve(field, x, 0.5, differentiable_twice=True).ys[-1][0] * x0[1])
-
-    hessian = jax.hessian(loss)(x0)
-    direction = jr.normal(jr.key(3), x0.shape)
-    h = 1e-4
-    fd = (jax.grad(loss)(x0 + h * direction) - jax.grad(loss)(x0 - h * direction)) / (2 * h)
-    np.testing.assert_allclose(
-        jnp.einsum("ijkl,kl->ij", hessian, direction), fd, rtol=1e-6, atol=1e-8
-    )
 
 
 def test_blocked_reverse_mode_never_stores_n_by_n():
@@ -174,8 +163,9 @@ def test_layers_is_the_authors_discrete_transformer(with_V):
     # Column-vector convention: V = V_rᵀ maps x_j to V x_j = (x_jᵀ V_r)ᵀ.
     field = af.SelfAttention(4.0, V=None if V_rows is None else V_rows.T)
     xs = af.layers(field, x0, 300, 0.1)
-    np.testing.assert_allclose(xs, _authors_layers(np.asarray(x0), 4.0, 0.1, 300, V_rows),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        xs, _authors_layers(np.asarray(x0), 4.0, 0.1, 300, V_rows), atol=1e-12
+    )
     projected = af.layers(field, x0, 10, 0.1, projected=True)
     assert float(jnp.abs(projected[-1] - xs[10]).max()) > 1e-3  # a different scheme
 
@@ -185,7 +175,7 @@ def test_both_layer_schemes_converge_to_solve_at_order_one(projected):
     x0 = af.random_tokens(jr.key(6), 6, 3)
     field = af.SelfAttention(2.0)
     exact = af.solve(field, x0, 1.0, rtol=1e-12, atol=1e-12).ys[-1]
-    steps = np.array([0.1, 0.05, 0.025, 0.0125])
+    steps = np.array([0.1, 0.05, 0.025])
     errors = [
         float(jnp.abs(af.layers(field, x0, round(1 / h), h, projected=projected)[-1] - exact).max())
         for h in steps
@@ -245,13 +235,6 @@ def test_causal_alibi_matches_rk4_of_the_theta_equation():
     np.testing.assert_allclose(x1[0], x0[0], atol=1e-14)  # token 1 does not move
 
 
-def test_causal_alibi_is_not_positional_alibi():
-    x = af.random_tokens(jr.key(8), 6, 2)
-    kinetic = af.CausalALiBiAttention(1.0, 1.0)(0.0, x)
-    positional = af.PositionalAttention(1.0, af.alibi_bias(6, 1.0 / 6))(0.0, x)
-    assert float(jnp.abs(kinetic - positional).max()) > 1e-2
-
-
 def test_field_input_and_parameter_errors():
     x = af.random_tokens(jr.key(9), 4, 3)
     with pytest.raises(ValueError, match="causal: expected True or False, got 'no'"):
@@ -274,11 +257,3 @@ def test_field_input_and_parameter_errors():
         af.attention(x, x, x, mask="upper")
     with pytest.raises(ValueError, match="bias: expected shape"):
         af.attention(x, x, x, bias=jnp.zeros((3, 3)))
-
-
-def test_solve_of_causal_alibi_under_vmap_in_float32():
-    x0 = af.random_tokens(jr.key(10), 5, 2, batch_shape=(3,), dtype=jnp.float32)
-    field = af.CausalALiBiAttention(1.0, 0.5)
-    ys = jax.vmap(lambda x: af.solve(field, x, 0.5, solver=diffrax.Tsit5()).ys[-1])(x0)
-    assert ys.dtype == jnp.float32
-    np.testing.assert_allclose(jnp.linalg.norm(ys, axis=-1), 1.0, atol=1e-6)

@@ -49,8 +49,8 @@ def test_lie_trotter_layer_is_attention_then_mlp():
     )
     # Post-LN sublayers add their raw (unprojected) outputs, then normalise.
     logits = x @ x.T
-    a = np.exp(logits - logits.max(axis=1, keepdims=True))
-    y = x + h * (a / a.sum(axis=1, keepdims=True)) @ (x @ V.T)
+    att = np.exp(logits - logits.max(axis=1, keepdims=True))
+    y = x + h * (att / att.sum(axis=1, keepdims=True)) @ (x @ V.T)
     y /= np.linalg.norm(y, axis=1, keepdims=True)
     z = y + h * (np.tanh(y @ a.T + b) @ w.T)
     np.testing.assert_allclose(xs[1], z / np.linalg.norm(z, axis=1, keepdims=True), rtol=1e-12)
