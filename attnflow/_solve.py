@@ -92,6 +92,12 @@ def _check_dt0(dt0, t0, t1):
     return dt0
 
 
+_OTHER_FAILURE = (
+    "diffrax reported a failure other than the step cap (e.g. an implicit solver's nonlinear "
+    "solve diverged); rerun with throw=False and inspect sol.result"
+)
+
+
 def _check_solution(sol, field, t0, x0, args, max_steps, t1_value):
     """Raise on a failed solve, telling a non-finite field from a step cap that is too low.
 
@@ -121,16 +127,17 @@ def _check_solution(sol, field, t0, x0, args, max_steps, t1_value):
         else:
             return sol.result.error_if(sol, failed)
         raise eqx.EquinoxRuntimeError(message)
+    # One conditional and one error check per solve: the field is re-evaluated at (t0, x0)
+    # only on failure, and a single branched check picks the message.
     bad_start = jax.lax.cond(failed, start_not_finite, lambda: jnp.array(False))
     messages = [
         _NOT_FINITE_AT_START,
         _MOSTLY_REJECTED.format(steps=f" = {max_steps}"),
         _MAX_STEPS.format(steps=f" = {max_steps}", where=""),
+        "the solve failed: " + _OTHER_FAILURE,
     ]
-    index = jnp.where(bad_start, 0, jnp.where(mostly_rejected, 1, 2))
-    sol = eqx.branched_error_if(sol, failed & (bad_start | capped), index, messages)
-    # Any other failure (e.g. an implicit solver's), with diffrax's own message.
-    return sol.result.error_if(sol, failed & ~bad_start & ~capped)
+    index = jnp.where(bad_start, 0, jnp.where(capped, jnp.where(mostly_rejected, 1, 2), 3))
+    return eqx.branched_error_if(sol, failed, index, messages)
 
 
 def solve(

@@ -85,11 +85,22 @@ def _scores(q, k, b, admissible):
 
 
 def _row_stats(s, w):
-    """E = w e^{s − r} with r the (finite) row maximum, and the row maximum r itself."""
+    """E = w e^{s − r} with r the (finite) row maximum, and the row maximum r itself.
+
+    ``w`` None means uniform weights, applied as 1/m at the end (``_finish``), not per entry.
+    """
     r = jax.lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
     r = jnp.where(jnp.isfinite(r), r, 0.0)
-    e = jnp.exp(s - r) * w[None, :]
+    e = jnp.exp(s - r)
+    if w is not None:
+        e = e * w[None, :]
     return e, r[:, 0]
+
+
+def _row_sums(a):
+    """Σ_j a_ij as a product with a column of ones (a matrix–vector product on XLA's CPU
+    backend, where a long-axis reduction becomes a slow tree reduction)."""
+    return a @ jnp.ones((a.shape[-1],), a.dtype)
 
 
 def _with_ones(v):
@@ -97,13 +108,17 @@ def _with_ones(v):
     return jnp.concatenate([v, jnp.ones((v.shape[0], 1), v.dtype)], axis=1)
 
 
-def _finish(numerator, total, r, normalization):
-    """Output and log-normaliser of a row from Σ E v, Σ E and the shift r."""
+def _finish(numerator, total, r, normalization, uniform_m=None):
+    """Output and log-normaliser of a row from Σ E v, Σ E and the shift r (``uniform_m``: the
+    number of keys when the weights are uniform and were left out of E)."""
     safe = jnp.where(total > 0, total, 1.0)
     if normalization == "softmax":
         out = numerator / safe[:, None]
     else:
-        out = numerator * jnp.exp(r)[:, None]
+        scale = jnp.exp(r) if uniform_m is None else jnp.exp(r) / uniform_m
+        out = numerator * scale[:, None]
+    if uniform_m is not None:
+        total = total / uniform_m
     log_normaliser = jnp.where(total > 0, r + jnp.log(safe), -jnp.inf)
     return out, log_normaliser
 
@@ -116,9 +131,9 @@ def _dense_rows(q, k, v, w, b, index, dq, dk, dv, dw, db, mask, normalization):
     """Output and (if any tangent is non-zero) tangent of one tile of query rows."""
     s = _scores(q, k, b, _admissible(q.shape[0], k.shape[0], index, mask))
     e, r = _row_stats(s, w)
-    both = e @ _with_ones(v)
-    total = both[:, -1]
-    out, _ = _finish(both[:, :-1], total, r, normalization)
+    uniform_m = k.shape[0] if w is None else None
+    total = _row_sums(e)
+    out, _ = _finish(e @ v, total, r, normalization, uniform_m)
     if dq is None and dk is None and dv is None and dw is None and db is None:
         return out, None
     safe = jnp.where(total > 0, total, 1.0)
@@ -132,12 +147,12 @@ def _dense_rows(q, k, v, w, b, index, dq, dk, dv, dw, db, mask, normalization):
     t = jnp.zeros_like(e) if ds is None else e * ds
     if dw is not None:
         t = t + jnp.exp(s - r[:, None]) * dw[None, :]
-    tv = t @ _with_ones(v)
-    numerator = tv[:, :-1] if dv is None else tv[:, :-1] + e @ dv
+    numerator = t @ v if dv is None else t @ v + e @ dv
     if normalization == "softmax":
-        tangent = (numerator - out * tv[:, -1:]) / safe[:, None]
+        tangent = (numerator - out * _row_sums(t)[:, None]) / safe[:, None]
     else:
-        tangent = numerator * jnp.exp(r)[:, None]
+        scale = jnp.exp(r) if uniform_m is None else jnp.exp(r) / uniform_m
+        tangent = numerator * scale[:, None]
     return out, tangent
 
 
@@ -203,6 +218,8 @@ def _pad_rows(a, rows: int):
 
 def _blocked_layout(q, k, v, w, b, offset, block):
     n, m = q.shape[0], k.shape[0]
+    if w is None:
+        w = jnp.full((m,), 1.0 / m, q.dtype)
     bq, bk = min(block, n), min(block, m)
     nq, nk = -(-n // bq), -(-m // bk)
     layout = dict(
@@ -416,9 +433,7 @@ def _prepare(queries, keys, values, weights, bias):
             f"values: expected {m} rows to match keys {jnp.shape(keys)}, got {jnp.shape(values)}"
         )
     dtype = jnp.result_type(queries, keys, values)
-    if weights is None:
-        weights = jnp.full((m,), 1.0 / m, dtype)
-    elif jnp.shape(weights) != (m,):
+    if weights is not None and jnp.shape(weights) != (m,):
         raise ValueError(
             f"weights: expected shape ({m},) to match the {m} keys, got {jnp.shape(weights)}"
         )
@@ -522,6 +537,8 @@ def attention_matrix(
     values = jnp.zeros((jnp.shape(keys)[0], 1), jnp.result_type(queries, keys))
     queries, keys, _, weights, bias = _prepare(queries, keys, values, weights, bias)
     n, m = queries.shape[0], keys.shape[0]
+    if weights is None:
+        weights = jnp.full((m,), 1.0 / m, queries.dtype)
     index = jnp.arange(n) + jnp.asarray(query_offset, jnp.int32)
     s = _scores(queries, keys, bias, _admissible(n, m, index, mask))
     if normalization == "hardmax":
