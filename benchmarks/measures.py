@@ -12,7 +12,7 @@
 Every function is compiled first; times are medians of repeats, `block_until_ready`.
 
 Usage: python benchmarks/measures.py [--circle 1000] [--sphere 10000] [--points 10000]
-       [--pieces 8] [--repeats 3] [--eg-steps 20000]
+       [--pieces 8] [--repeats 3] [--eg-steps 20000] [--max-repeats R]
 Tiny check: python benchmarks/measures.py --circle 64 --sphere 200 --points 100 --repeats 1
 """
 
@@ -40,8 +40,19 @@ def median_time(fn, repeats):
     return float(np.median(times)), result
 
 
+def print_row(name, n, label, seconds, r):
+    print(
+        f"{name:>6} {n:>6} {label:>22} {seconds:9.3f} {int(r.num_steps):6d} "
+        f"{float(r.weight_stationarity):9.1e} {float(r.transport_stationarity):9.1e} "
+        f"{bool(r.converged)!s:>5} {r.kind():>15}",
+        flush=True,
+    )
+
+
 def optimiser_rows(args):
     rows = []
+    print(f"{'set':>6} {'N':>6} {'method':>22} {'time [s]':>9} {'steps':>6} {'s_w':>9} "
+          f"{'s_x':>9} {'conv':>5} {'kind':>15}", flush=True)
     cases = [
         ("circle", args.circle, jnp.diag(jnp.array([1.0, 1.2]))),
         ("S2", args.sphere, jnp.diag(jnp.array([1.0, 1.1, 1.2]))),
@@ -59,22 +70,17 @@ def optimiser_rows(args):
                 args.repeats,
             )
             rows.append((name, n, label, seconds, r))
+            print_row(*rows[-1])
         Dmax = jnp.diag(jnp.array([-1.0, 0.2] + [0.1] * (D.shape[0] - 2)))
         seconds, r = median_time(
             lambda Dmax=Dmax, points=points: af.maximize_measure_energy(
                 Dmax, points, tol=1e-8, move_particles=True
             ),
-            args.repeats,
+            args.max_repeats or args.repeats,
         )
         rows.append((name, n, "max, particle moves", seconds, r))
-    print(f"{'set':>6} {'N':>6} {'method':>22} {'time [s]':>9} {'steps':>6} {'s_w':>9} "
-          f"{'s_x':>9} {'conv':>5} {'kind':>15}")
-    for name, n, label, seconds, r in rows:
-        print(
-            f"{name:>6} {n:>6} {label:>22} {seconds:9.3f} {int(r.num_steps):6d} "
-            f"{float(r.weight_stationarity):9.1e} {float(r.transport_stationarity):9.1e} "
-            f"{bool(r.converged)!s:>5} {r.kind():>15}"
-        )
+        print_row(*rows[-1])
+    return rows
 
 
 def perceptron_rows(args):
@@ -120,6 +126,9 @@ def main():
     parser.add_argument("--pieces", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--eg-steps", type=int, default=20_000)
+    parser.add_argument(
+        "--max-repeats", type=int, default=None, help="repeats of the particle-move rows"
+    )
     args = parser.parse_args()
     print(f"{platform.node()} {jax.devices()[0].device_kind} jax {jax.__version__} float64")
     optimiser_rows(args)

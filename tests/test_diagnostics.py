@@ -215,3 +215,18 @@ def test_clustered_fraction_unchanged():
     assert float(af.clustered_fraction(x, delta=1e-5)) == pytest.approx(2 / 12)
     with pytest.raises(ValueError, match="at least two tokens"):
         af.clustered_fraction(x[:1])
+
+
+def test_cluster_labels_long_permuted_chain_matches_scipy():
+    """Worst case for label propagation: a path graph (each point linked to its neighbours
+    only), rows in random order, plus isolated points; labels are component minima."""
+    delta = 1e-3
+    step = 0.8 * np.arccos(1 - delta)
+    rng = np.random.default_rng(7)
+    angles = np.concatenate([step * np.arange(150), 5.6 + 0.2 * np.arange(3)])  # 5.36 rad chain
+    x = circle(rng.permutation(angles))
+    count, reference = scipy_components(x, delta)
+    assert count == 4
+    labels = np.asarray(af.cluster_labels(x, delta))
+    expected = np.array([np.flatnonzero(reference == r).min() for r in reference])
+    assert np.array_equal(labels, expected)

@@ -226,3 +226,21 @@ def test_landscape_notebook_runs_quick(monkeypatch):
     assert ns["max_fraction"] == 1.0
     assert abs(ns["slope"] - iv(1, 1.0) / (2 * iv(2, 1.0))) < 1e-3
     assert ns["atomic_fraction"] == 1.0 and ns["localised_fraction"] == 1.0
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_stored_and_recomputed_kernel_paths_agree(monkeypatch, maximize):
+    """Weight steps reuse a stored N × N kernel up to STORED_KERNEL_MAX_POINTS and recompute it
+    in every product above: both paths take the same steps to the same measure."""
+    from attnflow._landscape import _measures
+
+    D = np.array([[-1.0, 0.3], [0.3, 0.5]]) if maximize else np.diag([1.0, 1.4])
+    run = af.maximize_measure_energy if maximize else af.minimize_measure_energy
+    kwargs = dict(move_particles=maximize, max_steps=40)
+    stored = run(D, CIRCLE, **kwargs)
+    monkeypatch.setattr(_measures, "STORED_KERNEL_MAX_POINTS", 32)
+    recomputed = run(D, CIRCLE, **kwargs)
+    assert int(stored.num_steps) == int(recomputed.num_steps)
+    np.testing.assert_allclose(recomputed.weights, stored.weights, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(recomputed.points, stored.points, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(recomputed.energy, stored.energy, rtol=1e-13)
