@@ -3,6 +3,7 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from .._fields._kernel import attention
@@ -156,32 +157,37 @@ class Encoder(eqx.Module):
                 f"{self.config.max_position_embeddings} tokens, got {n}"
             )
         if token_type_ids is None:
-            token_type_ids = jnp.zeros_like(input_ids)
+            token_type_ids = np.zeros((n,), np.int32)
         token_type_ids = _check_ids(token_type_ids, "token_type_ids", c.type_vocab_size, n)
         if attention_mask is None:
-            attention_mask = jnp.ones((n,), bool)
-        if jnp.shape(attention_mask) != (n,):
+            attention_mask = np.ones((n,), bool)
+        if np.shape(attention_mask) != (n,):
             raise ValueError(
-                f"attention_mask: expected shape ({n},), got {jnp.shape(attention_mask)}"
+                f"attention_mask: expected shape ({n},), got {np.shape(attention_mask)}"
             )
+        if not isinstance(attention_mask, jax.core.Tracer):
+            attention_mask = np.asarray(attention_mask)
         if schedule is None:
             schedule = range(self.config.num_hidden_layers)
-        blocks = jnp.asarray([self.config.layer_block(int(i)) for i in schedule], jnp.int32)
+        blocks = np.asarray([self.config.layer_block(int(i)) for i in schedule], np.int32)
         return _forward(self, input_ids, token_type_ids, attention_mask.astype(bool), blocks)
 
 
 def _check_ids(ids, name: str, size: int, n: int | None = None):
-    """(n,) integer ids in [0, size): ValueError now, or ``eqx.error_if`` under jit."""
-    ids = jnp.asarray(ids)
+    """(n,) integer ids in [0, size): ValueError now (checked in NumPy, no device round trip),
+    or ``eqx.error_if`` under jit."""
+    traced = isinstance(ids, jax.core.Tracer)
+    if not traced:
+        ids = np.asarray(ids)
     if ids.ndim != 1 or not jnp.issubdtype(ids.dtype, jnp.integer):
         raise ValueError(f"{name}: expected a 1-d integer array, got {ids.dtype} {ids.shape}")
     if n is not None and ids.shape[0] != n:
         raise ValueError(f"{name}: expected {n} ids (one per token), got {ids.shape[0]}")
-    bad = (ids < 0) | (ids >= size)
     message = f"{name}: ids must lie in [0, {size})"
-    if isinstance(ids, jax.core.Tracer):
-        return eqx.error_if(ids, jnp.any(bad), message)
-    if bool(jnp.any(bad)):
+    if traced:
+        return eqx.error_if(ids, jnp.any((ids < 0) | (ids >= size)), message)
+    bad = (ids < 0) | (ids >= size)
+    if bad.any():
         raise ValueError(f"{message}, got {ids[bad][:5].tolist()}")
     return ids
 
