@@ -31,8 +31,8 @@ class SelfAttention(AbstractAttention):
     (``AUTO_BLOCK_THRESHOLD``), the output is computed by :func:`attnflow.blocked_attention`
     (online softmax over key blocks, memory O(n·d + block²), never n × n). Below that the dense
     path computes each row's exact two-pass softmax (row maximum, then exponentials) over all n
-    keys; for n > 1024 it does so a few query rows at a time (``jax.lax.map`` over tiles of
-    about 2^20 logits, ``DENSE_TILE``; 256 rows at n = 4096), which keeps XLA's CPU backend on
+    keys; for n > 2048 it does so a few query rows at a time (``jax.lax.map`` over tiles of
+    about 2^22 logits, ``DENSE_TILE``; 1024 rows at n = 4096), which keeps XLA's CPU backend on
     its matrix-multiply kernels and bounds the forward temporaries by the tile (reverse mode
     still stores the n × n exponentials). The blocked and dense
     paths agree to rounding; ``logits`` and ``attention_matrix`` are always dense.
