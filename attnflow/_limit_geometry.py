@@ -18,7 +18,12 @@ e^{λ₁t} in x = e^{tV}z and therefore the only one the attention sees as t →
 
 **Paranormal** (GLPR23 §5, Definition 5.1, as used here): V is paranormal when R^d = C ⊕ H with C
 and H invariant under V, V restricted to C a multiple λ I of the identity, and every eigenvalue
-of V restricted to H of modulus strictly smaller than λ (λ > 0 in Theorem 5.1). The
+of V restricted to H of modulus strictly smaller than λ (λ > 0 in Theorem 5.1). Provenance: this
+wording is reconstructed from the statement of Theorem 5.1 and the authors' example; the text
+of Definition 5.1 itself could not be retrieved when this was written (the sources reachable
+from the project's tools held the paper's abstract and opening pages only), so a difference in
+a corner case (e.g. whether H may carry eigenvalues of modulus λ other than λ itself) is
+possible. The
 authors' example is V = diag(1, −0.5): C = span e_1, λ = 1, H = span e_2. The component along
 C (coordinates along H dropped) converges to the vertices of a polytope in C; the H component
 is free: "polytope × subspace".
