@@ -68,13 +68,20 @@ def numpy_euler(x0, beta, ts, step=0.1, delta=DELTA):
     return out
 
 
-def timed(fn, repeats):
+def timed(fn, repeats, label=None):
+    """Median wall and CPU time of ``repeats`` calls; with ``label``, print every call's."""
     walls, cpus = [], []
     for _ in range(repeats):
         wall, cpu = time.perf_counter(), time.process_time()
         result = fn()
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
+    if label:
+        print(
+            f"{label}: {repeats} runs, wall {[round(w, 2) for w in walls]} s, "
+            f"cpu {[round(c, 2) for c in cpus]} s",
+            flush=True,
+        )
     return result, statistics.median(walls), statistics.median(cpus)
 
 
@@ -109,7 +116,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--realizations", type=int, default=1024)
     parser.add_argument("--beta-stride", type=int, default=10)
-    parser.add_argument("--numpy-betas", type=int, default=3)
+    parser.add_argument("--numpy-betas", type=int, default=5)
     parser.add_argument("--accuracy-realizations", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="tiny smoke test")
@@ -146,7 +153,9 @@ def main():
         attnflow_run(x0[: 128 * jax.local_device_count()], sample[:8], dtype, rtol, atol)()
     rows, measured = {}, {}
     full_betas = BETAS if not args.quick else sample
-    _, wall, cpu = timed(attnflow_run(x0, full_betas, *configs[default]), args.repeats)
+    _, wall, cpu = timed(
+        attnflow_run(x0, full_betas, *configs[default]), args.repeats, label=default
+    )
     scale_full = len(BETAS) / len(full_betas)
     rows[default] = (wall * scale_full, cpu * scale_full)
     measured[default] = "all 90 β" if not args.quick else "β sample"
@@ -154,7 +163,7 @@ def main():
     for name, (dtype, rtol, atol) in configs.items():
         if name == default:
             continue
-        _, wall, cpu = timed(attnflow_run(x0, sample, dtype, rtol, atol), args.repeats)
+        _, wall, cpu = timed(attnflow_run(x0, sample, dtype, rtol, atol), args.repeats, name)
         rows[name] = (wall * scale, cpu * scale)
         measured[name] = f"{len(sample)} β × {scale:g}"
         print(f"{name}: sample {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
