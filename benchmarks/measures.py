@@ -51,8 +51,11 @@ def print_row(name, n, label, seconds, r):
 
 def optimiser_rows(args):
     rows = []
-    print(f"{'set':>6} {'N':>6} {'method':>22} {'time [s]':>9} {'steps':>6} {'s_w':>9} "
-          f"{'s_x':>9} {'conv':>5} {'kind':>15}", flush=True)
+    print(
+        f"{'set':>6} {'N':>6} {'method':>22} {'time [s]':>9} {'steps':>6} {'s_w':>9} "
+        f"{'s_x':>9} {'conv':>5} {'kind':>15}",
+        flush=True,
+    )
     cases = [
         ("circle", args.circle, jnp.diag(jnp.array([1.0, 1.2]))),
         ("S2", args.sphere, jnp.diag(jnp.array([1.0, 1.1, 1.2]))),
@@ -114,8 +117,10 @@ def perceptron_rows(args):
     t_ode, y_ode = median_time(lambda: numerical(x0), args.repeats)
     error = float(jnp.max(jnp.abs(y_closed - y_ode)))
     print(f"perceptron flow map, n = {args.points}, d = {d}, L = {L} pieces, t1 = {t1}")
-    print(f"  closed form {t_closed * 1e3:9.3f} ms   diffrax Tsit5 {t_ode * 1e3:9.3f} ms   "
-          f"ratio {t_ode / t_closed:7.1f}x   max |difference| {error:.1e}")
+    print(
+        f"  closed form {t_closed * 1e3:9.3f} ms   diffrax Tsit5 {t_ode * 1e3:9.3f} ms   "
+        f"ratio {t_ode / t_closed:7.1f}x   max |difference| {error:.1e}"
+    )
 
 
 def main():

@@ -84,9 +84,7 @@ def test_piecewise_constant_feedforward_and_gradient():
         [af.FeedForward(w, a, b, jnp.tanh), af.FeedForward(w2, a, b, jnp.tanh)], [0.5]
     )
     h, L = 0.25, 4  # layers at t = 0, 0.25 use w; at t = 0.5, 0.75 they use −w
-    xs = af.lie_trotter_layers(
-        af.SelfAttention(1.0), ff, jnp.asarray(x), L, h, projected=True
-    )
+    xs = af.lie_trotter_layers(af.SelfAttention(1.0), ff, jnp.asarray(x), L, h, projected=True)
     expected = x
     for weights in (w, w, w2, w2):
         u = expected + h * sa_field_numpy(expected, 1.0)

@@ -37,8 +37,9 @@ def _np_softmax_attention(s, w, values):
     return (e / e.sum(axis=1, keepdims=True)) @ values
 
 
-def _np_sa(x, w, *, beta=BETA, Q=None, K=None, V=None, normalization="softmax", causal=False,
-           bias=None):
+def _np_sa(
+    x, w, *, beta=BETA, Q=None, K=None, V=None, normalization="softmax", causal=False, bias=None
+):
     q = x if Q is None else x @ Q.T
     k = x if K is None else x @ K.T
     v = x if V is None else x @ V.T
@@ -134,12 +135,20 @@ CASES = {
         True,
         False,  # the bias is indexed by position; checked separately below
     ),
-    "Hardmax": (lambda: af.HardmaxSelfAttention(V=VM), lambda x, w: _np_hardmax(x, w, VM), True,
-                True),
+    "Hardmax": (
+        lambda: af.HardmaxSelfAttention(V=VM),
+        lambda x, w: _np_hardmax(x, w, VM),
+        True,
+        True,
+    ),
     "Sinkhorn": (lambda: af.SinkhornAttention(BETA), _np_sinkhorn, True, True),
     "CausalALiBi": (lambda: af.CausalALiBiAttention(BETA, 0.7), _np_causal_alibi, True, False),
-    "Pure": (lambda: af.PureSelfAttention(BETA, V=VM), lambda x, w: _np_sa(x, w, V=VM), False,
-             True),
+    "Pure": (
+        lambda: af.PureSelfAttention(BETA, V=VM),
+        lambda x, w: _np_sa(x, w, V=VM),
+        False,
+        True,
+    ),
     "Rescaled-z": (
         lambda: af.RescaledSelfAttention(BETA, V=VM, logits_at="z"),
         lambda x, w: _np_sa(x, w, V=VM) - x @ VM.T,
