@@ -211,7 +211,13 @@ _MEMORY_SCRIPT = textwrap.dedent(
     n = 30_000
     x = af.random_tokens(jr.key(0), n, d, dtype=jnp.float32)
     v = np.asarray(jax.jit(lambda y: field(0.0, y, None))(x))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # Peak RSS of this process's own address space: VmHWM restarts at exec, while ru_maxrss
+    # keeps the forking parent's peak (a pytest worker that has grown to GBs).
+    try:
+        status = open("/proc/self/status").read().split("VmHWM:")[1]
+        rss = int(status.split()[0]) * 1024
+    except (OSError, IndexError):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     xs = np.asarray(x, dtype=np.float64)
     s = beta * xs[:3] @ xs.T
     e = np.exp(s - s.max(axis=1, keepdims=True))
