@@ -7,7 +7,7 @@ interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794
 
 import importlib.metadata as _metadata
 
-from . import theory as theory
+from . import measures as measures, models as models, theory as theory
 from ._diagnostics import (
     cluster_centers as cluster_centers,
     cluster_labels as cluster_labels,
@@ -71,7 +71,6 @@ from ._homogenized import (
     homogenized_phase_diagram as homogenized_phase_diagram,
     solve_homogenized as solve_homogenized,
 )
-from ._kde import kde_mode_count as kde_mode_count, kde_modes as kde_modes
 from ._landscape._circle import (
     circle_angles as circle_angles,
     circle_energy as circle_energy,
@@ -109,23 +108,6 @@ from ._landscape._survey import (
     symmetric_configurations as symmetric_configurations,
 )
 from ._layers import iterate_layers as iterate_layers, layers as layers
-from ._limit_geometry import (
-    LimitGeometry as LimitGeometry,
-    ValueSpectrum as ValueSpectrum,
-    limit_geometry as limit_geometry,
-    value_spectrum as value_spectrum,
-)
-from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
-from ._mean_field import (
-    sliced_wasserstein as sliced_wasserstein,
-    von_mises_fisher as von_mises_fisher,
-    von_mises_fisher_mixture as von_mises_fisher_mixture,
-)
-from ._metastability import (
-    collision_model as collision_model,
-    rescaled_staircase as rescaled_staircase,
-    two_body_log_time as two_body_log_time,
-)
 from ._metric import (
     AbstractMetric as AbstractMetric,
     AttentionMetric as AttentionMetric,
@@ -166,3 +148,35 @@ from ._sphere import (
 )
 
 __version__ = _metadata.version("attnflow")
+
+# Names that moved to a public subpackage: the old top-level name still works, with a warning.
+_MOVED = {
+    "LimitGeometry": "attnflow.models",
+    "ValueSpectrum": "attnflow.models",
+    "collision_model": "attnflow.models",
+    "kde_mode_count": "attnflow.measures",
+    "kde_modes": "attnflow.measures",
+    "limit_geometry": "attnflow.models",
+    "rescaled_staircase": "attnflow.models",
+    "sinkhorn_divergence": "attnflow.measures",
+    "sliced_wasserstein": "attnflow.measures",
+    "squared_mmd": "attnflow.measures",
+    "two_body_log_time": "attnflow.theory",
+    "value_spectrum": "attnflow.models",
+    "von_mises_fisher": "attnflow.measures",
+    "von_mises_fisher_mixture": "attnflow.measures",
+}
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"attnflow.{name} moved to {_MOVED[name]}.{name}; the old name will be removed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'attnflow' has no attribute {name!r}")

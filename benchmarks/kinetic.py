@@ -7,7 +7,7 @@ In one run:
   `attnflow.figures.lost_in_the_middle` (vmapped RK4 of the θ-equation) against a NumPy RK4 of
   the same model (the authors' per-token loop, vectorised over realisations), same initial
   angles, same steps; the maximum difference of the final angles is printed as a check;
-- `attnflow.rescaled_staircase` from uniform angles, n = 32, β = 100 and 1000 (median over
+- `attnflow.models.rescaled_staircase` from uniform angles, n = 32, β = 100 and 1000 (median over
   seeds, after compilation), with the number of steps and merges.
 
 Usage: python benchmarks/kinetic.py [--quick] [--repeats 5]
@@ -105,12 +105,12 @@ def main():
     n = 8 if args.quick else 32
     seeds = range(2 if args.quick else 5)
     for beta in (100.0, 1000.0):
-        af.rescaled_staircase(np.random.default_rng(99).uniform(0, 2 * np.pi, n), beta)
+        af.models.rescaled_staircase(np.random.default_rng(99).uniform(0, 2 * np.pi, n), beta)
         times, steps_taken, merges = [], [], []
         for seed in seeds:
             theta = np.random.default_rng(seed).uniform(0, 2 * np.pi, n)
             start = time.perf_counter()
-            run = af.rescaled_staircase(theta, beta)
+            run = af.models.rescaled_staircase(theta, beta)
             times.append(time.perf_counter() - start)
             steps_taken.append(run["steps"])
             merges.append(len(run["merges"]))

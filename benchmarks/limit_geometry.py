@@ -1,4 +1,4 @@
-"""Cost of `attnflow.limit_geometry` on a trajectory of n tokens (issue 16).
+"""Cost of `attnflow.models.limit_geometry` on a trajectory of n tokens (issue 16).
 
 A rescaled pure-attention run (9.3) with the authors' settings (x0 uniform on [−5, 5]^d,
 Q = K = I, β = 1) for each geometry of Table 1 (V = I, the authors' 2-d hyperplane V, the
@@ -52,11 +52,11 @@ def main():
         ts, z = simulate(jnp.asarray(V), jnp.eye(d), x0, args.t1, args.num_times)
         solve_s = time.perf_counter() - start
         t = float(ts[-1])
-        total = median_time(lambda V=V, z=z, t=t: af.limit_geometry(z, V, t=t), args.repeats)
+        total = median_time(lambda V=V, z=z, t=t: af.models.limit_geometry(z, V, t=t), args.repeats)
         hull = median_time(
-            lambda z=z: af.limit_geometry(z[-1], np.eye(z.shape[-1])), args.repeats
+            lambda z=z: af.models.limit_geometry(z[-1], np.eye(z.shape[-1])), args.repeats
         )  # V = I, no time: hull, distances, levels, attention at z
-        g = af.limit_geometry(z, V, t=t)
+        g = af.models.limit_geometry(z, V, t=t)
         verdict = (
             f"on vertex {g.on_vertex.mean():.2f}, levels {g.num_levels}, "
             f"Boolean distance {g.boolean_distance:.1e}"

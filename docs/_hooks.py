@@ -23,7 +23,13 @@ _IMAGE_SUFFIXES = (".png", ".svg", ".gif", ".jpg")
 
 
 _DIRECTIVE = re.compile(r"^::: (attnflow(?:\.[A-Za-z_]\w*)+)\s*$", re.MULTILINE)
-PUBLIC_MODULES = ("attnflow", "attnflow.theory", "attnflow.plot")
+PUBLIC_MODULES = (
+    "attnflow",
+    "attnflow.theory",
+    "attnflow.models",
+    "attnflow.measures",
+    "attnflow.plot",
+)
 
 
 def public_names() -> list[str]:

@@ -45,7 +45,7 @@ for s in samples:
         ]
     )
     brute.append(int(np.sum((f[1:-1] > f[:-2]) & (f[1:-1] >= f[2:]))))
-counts = af.kde_mode_count(samples, beta)
+counts = af.measures.kde_mode_count(samples, beta)
 print(f"kde_mode_count {counts.tolist()}, brute force {brute}")
 assert counts.tolist() == brute
 
@@ -64,7 +64,7 @@ errors = np.zeros_like(table)
 for i, a in enumerate(a_values):
     for j, n in enumerate(ns):
         beta = float(n) ** a
-        modes = af.kde_mode_count(rng.standard_normal((sets, n)), beta)
+        modes = af.measures.kde_mode_count(rng.standard_normal((sets, n)), beta)
         ratio = modes / np.sqrt(beta * np.log(beta))
         table[i, j], errors[i, j] = ratio.mean(), ratio.std(ddof=1) / np.sqrt(sets)
 print("a \\ n " + "".join(f"{n:>14d}" for n in ns))

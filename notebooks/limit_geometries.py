@@ -5,9 +5,9 @@
 # Which object the rescaled tokens reach depends on the spectrum of V (Table 1 of GLPR23,
 # docs/maths.md §1.8): the vertices of a polytope (V = I), at most three hyperplanes ψ₁·z = c
 # (simple top eigenvalue), polytope × subspace (paranormal V), the origin (V = −I, unscaled x).
-# `attnflow.limit_geometry` reads each of these off a configuration. The runs use the authors'
-# matrices and settings (clustering-Tformers.py: n = 20, x0 uniform on [−5, 5]^d, Q = K = I).
-# `ATTNFLOW_QUICK=1` runs a test-sized version.
+# `attnflow.models.limit_geometry` reads each of these off a configuration. The runs use the
+# authors' matrices and settings (clustering-Tformers.py: n = 20, x0 uniform on [−5, 5]^d,
+# Q = K = I). `ATTNFLOW_QUICK=1` runs a test-sized version.
 
 # %%
 import os
@@ -30,7 +30,7 @@ if QUICK:  # the test's settings: two save times only
 
 # %%
 for name, V in limit_geometries.PANELS.items():
-    s = af.value_spectrum(V)
+    s = af.models.value_spectrum(V)
     print(
         f"{name:14s} eigenvalues {np.round(s.eigenvalues, 3)}  "
         f"Thm 4.1 hypothesis: {s.hyperplane_condition}  paranormal: {s.paranormal}"
@@ -76,6 +76,6 @@ print(polytope_distance, hyperplane_levels, paranormal_distance, boolean_distanc
 V_rot = np.array([[0.5, -1.0], [1.0, 0.5]])
 x0 = jax.random.uniform(jax.random.key(0), (params["n"], 2), minval=-5.0, maxval=5.0)
 ts, z = limit_geometries.simulate(V_rot, np.eye(2), x0, params["t1"], 2, params["rtol"])
-rotation = af.limit_geometry(z, V_rot, t=float(ts[-1]))
+rotation = af.models.limit_geometry(z, V_rot, t=float(ts[-1]))
 rotation_levels = rotation.num_levels
 print("rotation-dominated V:", rotation.spectrum.hyperplane_condition, rotation_levels, "levels")

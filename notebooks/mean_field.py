@@ -52,7 +52,7 @@ PROBS = jnp.array([0.5, 0.3, 0.2], dtype=DTYPE)
 
 
 def initial_tokens(key, n, means=MEANS):
-    return af.von_mises_fisher_mixture(key, means, KAPPAS, n, PROBS, dtype=DTYPE)
+    return af.measures.von_mises_fisher_mixture(key, means, KAPPAS, n, PROBS, dtype=DTYPE)
 
 
 initial_batch = jax.jit(jax.vmap(initial_tokens, in_axes=(0, None, None)), static_argnums=1)
@@ -87,7 +87,7 @@ sw_key = jr.key(1)  # the same projection directions for every n (common random 
 # vmap over the repeats: the reference's projections are sorted once per call, not per repeat
 sliced = jax.jit(
     jax.vmap(
-        lambda a, b: af.sliced_wasserstein(sw_key, a, b, num_projections=PROJECTIONS),
+        lambda a, b: af.measures.sliced_wasserstein(sw_key, a, b, num_projections=PROJECTIONS),
         in_axes=(0, None),
     )
 )

@@ -89,7 +89,7 @@ def transport(params):
 
 
 def loss_fn(params):
-    return af.squared_mmd(transport(params), x_target, kappa=KAPPA)
+    return af.measures.squared_mmd(transport(params), x_target, kappa=KAPPA)
 
 
 optimizer = optax.adam(3e-2)
@@ -115,12 +115,12 @@ for _ in range(STEPS):
     losses.append(float(loss))
 elapsed = time.perf_counter() - start
 x_after = transport(params)
-final_loss = float(af.squared_mmd(x_after, x_target, kappa=KAPPA))
+final_loss = float(af.measures.squared_mmd(x_after, x_target, kappa=KAPPA))
 losses.append(final_loss)
 
 initial_loss = losses[0]
 reduction = initial_loss / final_loss
-sinkhorn = jax.jit(lambda x: af.sinkhorn_divergence(x, x_target, epsilon=0.01))
+sinkhorn = jax.jit(lambda x: af.measures.sinkhorn_divergence(x, x_target, epsilon=0.01))
 sinkhorn_before, sinkhorn_after = float(sinkhorn(x_before)), float(sinkhorn(x_after))
 print(
     f"MMD² loss: {initial_loss:.3e} → {final_loss:.3e} ({reduction:.0f}× lower) in {STEPS} "

@@ -133,7 +133,7 @@ def test_mmd_and_its_gradient():
     }
     mmd = jax.jit(
         jax.value_and_grad(
-            lambda x_, y_, a_, b_: af.squared_mmd(x_, y_, x_weights=a_, y_weights=b_)
+            lambda x_, y_, a_, b_: af.measures.squared_mmd(x_, y_, x_weights=a_, y_weights=b_)
         )
     )
     (v32, g32), (v64, g64) = mmd(*args[F32]), mmd(*args[F64])

@@ -25,7 +25,7 @@ def brute_force_circle(angles, beta, per_bandwidth=100):
 @pytest.mark.parametrize("n, beta", [(30, 4.0), (60, 60.0), (200, 400.0)])
 def test_line_count_against_brute_force(n, beta):
     samples = np.random.default_rng(n).standard_normal((6, n))
-    counts = af.kde_mode_count(samples, beta)
+    counts = af.measures.kde_mode_count(samples, beta)
     assert counts.shape == (6,)
     assert counts.tolist() == [brute_force_line(s, beta) for s in samples]
 
@@ -33,7 +33,7 @@ def test_line_count_against_brute_force(n, beta):
 @pytest.mark.parametrize("n, beta", [(20, 9.0), (64, 100.0)])
 def test_circle_count_against_brute_force(n, beta):
     angles = np.random.default_rng(n).uniform(0, 2 * np.pi, (2, 3, n))
-    counts = af.kde_mode_count(angles, beta, circular=True)
+    counts = af.measures.kde_mode_count(angles, beta, circular=True)
     assert counts.shape == (2, 3)
     expected = [[brute_force_circle(a, beta) for a in row] for row in angles]
     assert counts.tolist() == expected
@@ -46,8 +46,8 @@ def test_modes_are_roots_of_the_derivative():
     def derivative(x):
         return np.sum(-(x - samples) * np.exp(-0.5 * beta * (x - samples) ** 2))
 
-    (modes,) = af.kde_modes(samples, beta)
-    assert len(modes) == int(af.kde_mode_count(samples, beta)) > 3
+    (modes,) = af.measures.kde_modes(samples, beta)
+    assert len(modes) == int(af.measures.kde_mode_count(samples, beta)) > 3
     h = 0.05 * beta**-0.5
     for m in modes:
         assert derivative(m - h) > 0 > derivative(m + h)
@@ -58,15 +58,15 @@ def test_far_apart_clusters_do_not_underflow():
     # Gaps of 100 bandwidths: each term of f' underflows in float64 but the scaled sum does not.
     beta = 1e4
     samples = np.concatenate([k + 1e-3 * np.arange(3) for k in range(5)])
-    assert int(af.kde_mode_count(samples, beta)) == 5
-    assert int(af.kde_mode_count(samples.astype(np.float32), beta)) == 5
+    assert int(af.measures.kde_mode_count(samples, beta)) == 5
+    assert int(af.measures.kde_mode_count(samples.astype(np.float32), beta)) == 5
 
 
 def test_ratio_to_sqrt_beta_log_beta_at_beta_equal_n():
     # MATH.md §10 measured 0.447 and 0.427 at β = n = 100, 400; 24 sets each, 3 standard errors.
     rng = np.random.default_rng(0)
     for n, reference in ((100, 0.447), (400, 0.427)):
-        counts = af.kde_mode_count(rng.standard_normal((24, n)), float(n))
+        counts = af.measures.kde_mode_count(rng.standard_normal((24, n)), float(n))
         ratio = counts / np.sqrt(n * np.log(n))
         assert abs(ratio.mean() - reference) < 3 * ratio.std() / np.sqrt(len(ratio)) + 0.01
 
@@ -82,7 +82,7 @@ def test_ratio_to_sqrt_beta_log_beta_at_beta_equal_n():
 )
 def test_bad_input_raises(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        af.kde_mode_count(*args, **kwargs)
+        af.measures.kde_mode_count(*args, **kwargs)
 
 
 def test_notebook_runs_quick(monkeypatch):

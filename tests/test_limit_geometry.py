@@ -65,18 +65,18 @@ def _authors_run(V, seed=0, QK=None):
 def test_identity_puts_every_token_on_a_hull_vertex():
     for seed in (0, 1):
         z = _authors_run(np.eye(2), seed)
-        g = af.limit_geometry(z, np.eye(2), t=T)
+        g = af.models.limit_geometry(z, np.eye(2), t=T)
         assert g.spectrum.gram_positive
         assert g.on_vertex.all() and g.vertex_distance.max() < 1e-3
         assert 3 <= g.hull_vertices.size <= 20
     # A V outside the hypothesis leaves tokens on edges of the hull, not at its vertices.
     z = _authors_run(V_PARANORMAL)
-    assert af.limit_geometry(z, V_PARANORMAL, t=T).vertex_distance.max() > 0.05
+    assert af.models.limit_geometry(z, V_PARANORMAL, t=T).vertex_distance.max() > 0.05
 
 
 @pytest.mark.parametrize("V", [V_HYPERPLANES_2D, V_HYPERPLANES_3D_NEG, V_HYPERPLANES_3D_POS])
 def test_authors_hyperplane_examples_reach_at_most_three_levels(V):
-    g = af.limit_geometry(_authors_run(V), V, t=T)
+    g = af.models.limit_geometry(_authors_run(V), V, t=T)
     assert g.spectrum.top_simple_positive and g.spectrum.hyperplane_condition
     # ψ₁ is the left eigenvector of the top eigenvalue.
     lam = g.spectrum.eigenvalues[0].real
@@ -87,11 +87,11 @@ def test_authors_hyperplane_examples_reach_at_most_three_levels(V):
     for k in range(g.num_levels):
         assert np.ptp(s[g.level_labels == k]) < 1e-3 * np.ptp(s)
     # The right eigenvector would not do: φ₁·z takes many values.
-    assert af.limit_geometry(_authors_run(V), V.T, t=T).num_levels > 3
+    assert af.models.limit_geometry(_authors_run(V), V.T, t=T).num_levels > 3
 
 
 def test_a_value_matrix_violating_the_hypothesis_is_detected():
-    g = af.limit_geometry(_authors_run(V_ROTATION), V_ROTATION, t=T)
+    g = af.models.limit_geometry(_authors_run(V_ROTATION), V_ROTATION, t=T)
     assert not g.spectrum.top_simple_positive and not g.spectrum.paranormal
     assert g.num_levels > 3
     # Random Gaussian V (seed 0: three draws satisfy Thm 4.1, three do not, two of those with a
@@ -100,29 +100,29 @@ def test_a_value_matrix_violating_the_hypothesis_is_detected():
     outcomes = []
     for _ in range(6):
         V = rng.normal(size=(2, 2))
-        g = af.limit_geometry(_authors_run(V), V, t=T)
+        g = af.models.limit_geometry(_authors_run(V), V, t=T)
         assert (g.num_levels <= 3) == g.spectrum.hyperplane_condition
         outcomes.append(g.spectrum.hyperplane_condition)
     assert 0 < sum(outcomes) < 6
 
 
 def test_paranormal_polytope_times_subspace():
-    spec = af.value_spectrum(V_PARANORMAL)
+    spec = af.models.value_spectrum(V_PARANORMAL)
     assert spec.paranormal and spec.paranormal_lambda == 1.0
     np.testing.assert_allclose(np.abs(spec.C[:, 0]), [1.0, 0.0], atol=1e-12)
     np.testing.assert_allclose(np.abs(spec.H[:, 0]), [0.0, 1.0], atol=1e-12)
     z = _authors_run(V_PARANORMAL)
-    g = af.limit_geometry(z, V_PARANORMAL, t=T)
+    g = af.models.limit_geometry(z, V_PARANORMAL, t=T)
     # C-coordinates at the two vertices of an interval; H-coordinates spread out.
     assert np.nanmax(g.subspace_vertex_distance) < 1e-3
     assert np.unique(np.round(g.subspace_coordinates[:, 0] / g.diameter, 3)).size == 2
     assert np.ptp(z[:, 1]) > 1.0
     # Not paranormal: a Jordan block, and a dominant eigenvalue that is negative.
-    assert not af.value_spectrum(np.array([[1.0, 1.0], [0.0, 1.0]])).paranormal
-    assert not af.value_spectrum(np.diag([0.5, -2.0])).paranormal
+    assert not af.models.value_spectrum(np.array([[1.0, 1.0], [0.0, 1.0]])).paranormal
+    assert not af.models.value_spectrum(np.diag([0.5, -2.0])).paranormal
     # Codimension-k (the authors' symmetric example): not Table 1's simple rows; it is still
     # diagnosed (levels along ψ₁).
-    spec = af.value_spectrum(V_CODIMENSION_K)
+    spec = af.models.value_spectrum(V_CODIMENSION_K)
     assert (spec.eigenvalues.real > 0).sum() == 2 and spec.top_simple_positive
 
 
@@ -135,7 +135,7 @@ def test_one_dimensional_attention_becomes_boolean_of_rank_at_most_two():
         V2 = np.diag([v, v])
         z = _simulate(V2, P, jnp.asarray(x0))
         assert np.abs(z[:, 1]).max() == 0.0
-        g = af.limit_geometry(z[:, :1], np.array([[v]]), t=T)
+        g = af.models.limit_geometry(z[:, :1], np.array([[v]]), t=T)
         if boolean:
             assert g.boolean_distance < 1e-6 and g.attention_rank <= 2
             # rows attend to the largest z (z_i > 0) or to the smallest (z_i < 0)
@@ -165,7 +165,7 @@ def test_minus_identity_collapses_unscaled_tokens_to_the_origin():
         x = np.asarray(sol.ys[-1])
         y = x - x.mean(axis=0)
         scaled = np.linalg.eigvalsh(2 * t1 * y.T @ y / x.shape[0])
-        g = af.limit_geometry(x, -np.eye(2))
+        g = af.models.limit_geometry(x, -np.eye(2))
         if beta > 0:
             np.testing.assert_allclose(scaled, 1.0, atol=0.05)
             assert np.linalg.norm(x.mean(axis=0)) < 1e-4
@@ -176,13 +176,13 @@ def test_minus_identity_collapses_unscaled_tokens_to_the_origin():
 
 def test_validation():
     with pytest.raises(ValueError, match="V"):
-        af.limit_geometry(np.zeros((3, 2)), np.eye(3))
+        af.models.limit_geometry(np.zeros((3, 2)), np.eye(3))
     with pytest.raises(ValueError, match="V"):
-        af.value_spectrum(np.ones((2, 3)))
+        af.models.value_spectrum(np.ones((2, 3)))
     with pytest.raises(ValueError, match="tol"):
-        af.limit_geometry(np.zeros((3, 2)), np.eye(2), tol=0.0)
+        af.models.limit_geometry(np.zeros((3, 2)), np.eye(2), tol=0.0)
     with pytest.raises(ValueError, match="Q"):
-        af.value_spectrum(np.eye(2), Q=np.eye(3))
+        af.models.value_spectrum(np.eye(2), Q=np.eye(3))
 
 
 def test_notebook_runs_quick(monkeypatch):

@@ -14,7 +14,7 @@ from scipy.stats import wasserstein_distance
 from test_notebook_results import check_mean_field_notebook
 
 import attnflow as af
-from attnflow._mean_field import _quantile_distance
+from attnflow.measures._mean_field import _quantile_distance
 
 quantile_distance = jax.jit(_quantile_distance, static_argnums=4)
 
@@ -26,7 +26,7 @@ SAMPLES = 20_000
 def test_vmf_mean_cosine_is_the_bessel_ratio(d, kappa):
     """E⟨x, μ⟩ = I_{d/2}(κ) / I_{d/2−1}(κ), within 4 Monte Carlo standard errors."""
     mean = jnp.zeros(d).at[1].set(1.0)
-    x = np.asarray(af.von_mises_fisher(jr.key(d), mean, kappa, SAMPLES))
+    x = np.asarray(af.measures.von_mises_fisher(jr.key(d), mean, kappa, SAMPLES))
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-12)
     cosines = x[:, 1]
     expected = ive(d / 2, kappa) / ive(d / 2 - 1, kappa)
@@ -36,7 +36,7 @@ def test_vmf_mean_cosine_is_the_bessel_ratio(d, kappa):
 def test_vmf_zero_concentration_is_uniform():
     """E x = 0 and E x xᵀ = I/d for the uniform law on S^{d-1}."""
     d, n = 5, SAMPLES
-    x = np.asarray(af.von_mises_fisher(jr.key(0), jnp.ones(d), 0.0, n))
+    x = np.asarray(af.measures.von_mises_fisher(jr.key(0), jnp.ones(d), 0.0, n))
     assert np.max(np.abs(x.mean(axis=0))) < 4 * np.sqrt(1 / d / n)
     second = x.T @ x / n
     # Var(x_1²) = E x_1⁴ − 1/d² = 3/(d(d+2)) − 1/d²
@@ -47,7 +47,9 @@ def test_vmf_mixture_proportions():
     """Concentrated, well-separated components: each sample is near its component's mean."""
     probs = jnp.array([0.6, 0.3, 0.1])
     n = SAMPLES
-    x = np.asarray(af.von_mises_fisher_mixture(jr.key(1), jnp.eye(3), jnp.full(3, 500.0), n, probs))
+    x = np.asarray(
+        af.measures.von_mises_fisher_mixture(jr.key(1), jnp.eye(3), jnp.full(3, 500.0), n, probs)
+    )
     counts = np.bincount(np.argmax(x, axis=1), minlength=3) / n
     se = np.sqrt(np.asarray(probs) * (1 - np.asarray(probs)) / n)
     assert np.all(np.abs(counts - np.asarray(probs)) < 4 * se)
@@ -73,7 +75,7 @@ def test_sliced_wasserstein_of_two_diracs():
     """SW_2(δ_a, δ_b)² = E_θ⟨θ, a − b⟩² = |a − b|²/d, within 4 Monte Carlo standard errors."""
     d, projections = 5, 4000
     a, b = jnp.zeros((1, d)).at[0, 0].set(1.0), jnp.zeros((1, d)).at[0, 1].set(1.0)
-    sw = float(af.sliced_wasserstein(jr.key(3), a, b, num_projections=projections))
+    sw = float(af.measures.sliced_wasserstein(jr.key(3), a, b, num_projections=projections))
     # ⟨θ, a − b⟩² = 2 θ_e² for a unit vector e; Var(θ_e²) = 3/(d(d+2)) − 1/d².
     se = 2 * np.sqrt((3 / (d * (d + 2)) - 1 / d**2) / projections)
     assert abs(sw**2 - 2 / d) < 4 * se
@@ -86,27 +88,29 @@ def test_sliced_wasserstein_weights_and_symmetry():
     y = af.random_tokens(jr.key(5), 8, 3)
     key = jr.key(6)
     w = jnp.ones(7).at[2].set(2.0)
-    weighted = af.sliced_wasserstein(key, x, y, x_weights=w)
-    duplicated = af.sliced_wasserstein(key, jnp.concatenate([x, x[2:3]]), y)
+    weighted = af.measures.sliced_wasserstein(key, x, y, x_weights=w)
+    duplicated = af.measures.sliced_wasserstein(key, jnp.concatenate([x, x[2:3]]), y)
     np.testing.assert_allclose(weighted, duplicated, rtol=1e-12)
-    np.testing.assert_allclose(af.sliced_wasserstein(key, y, x, y_weights=w), weighted, rtol=1e-12)
-    assert float(af.sliced_wasserstein(key, y, y)) < 1e-7  # √(rounding of the CDFs)
+    np.testing.assert_allclose(
+        af.measures.sliced_wasserstein(key, y, x, y_weights=w), weighted, rtol=1e-12
+    )
+    assert float(af.measures.sliced_wasserstein(key, y, y)) < 1e-7  # √(rounding of the CDFs)
 
 
 def test_bad_inputs():
     x = af.random_tokens(jr.key(7), 4, 3)
     with pytest.raises(ValueError, match=r"y: expected dimension d = 3"):
-        af.sliced_wasserstein(jr.key(0), x, jnp.ones((4, 2)))
+        af.measures.sliced_wasserstein(jr.key(0), x, jnp.ones((4, 2)))
     with pytest.raises(ValueError, match="p: expected an order p >= 1"):
-        af.sliced_wasserstein(jr.key(0), x, x, p=0.5)
+        af.measures.sliced_wasserstein(jr.key(0), x, x, p=0.5)
     with pytest.raises(ValueError, match="kappa: expected a finite concentration >= 0"):
-        af.von_mises_fisher(jr.key(0), jnp.ones(3), -1.0, 5)
+        af.measures.von_mises_fisher(jr.key(0), jnp.ones(3), -1.0, 5)
     with pytest.raises(ValueError, match="mean: the mean direction must be non-zero"):
-        af.von_mises_fisher(jr.key(0), jnp.zeros(3), 1.0, 5)
+        af.measures.von_mises_fisher(jr.key(0), jnp.zeros(3), 1.0, 5)
     with pytest.raises(ValueError, match=r"kappas: expected shape \(2,\)"):
-        af.von_mises_fisher_mixture(jr.key(0), jnp.eye(2), jnp.ones(3), 5)
+        af.measures.von_mises_fisher_mixture(jr.key(0), jnp.eye(2), jnp.ones(3), 5)
     with pytest.raises(ValueError, match="kappas: expected finite concentrations >= 0"):
-        af.von_mises_fisher_mixture(jr.key(0), jnp.eye(2), jnp.array([1.0, -2.0]), 5)
+        af.measures.von_mises_fisher_mixture(jr.key(0), jnp.eye(2), jnp.array([1.0, -2.0]), 5)
 
 
 def test_mean_field_notebook_runs_at_quick_size(monkeypatch, capsys):

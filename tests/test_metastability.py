@@ -41,7 +41,7 @@ def well_prepared(beta):
 def test_energy_against_the_authors_fixed_step_scheme():
     # β = 12: their Euler steps (lr = 1e-4, error O(lr)) against the adaptive flow, at our nodes.
     theta0, beta = np.array([0.0, 0.4, 1.3, 2.4, 3.9]), 12.0
-    run = af.rescaled_staircase(theta0, beta)
+    run = af.models.rescaled_staircase(theta0, beta)
     s_ref, energy_ref = time_rescale_3(theta0.copy(), 1e-4, beta, 16000)
     inside = run["s"] < s_ref[-1]
     assert inside.sum() > 20
@@ -53,7 +53,7 @@ def test_energy_against_the_authors_fixed_step_scheme():
 @pytest.mark.parametrize("beta", [100.0, 1000.0])
 def test_staircase_levels_merges_and_no_nan(beta):
     theta0 = well_prepared(beta)
-    run = af.rescaled_staircase(theta0, beta)
+    run = af.models.rescaled_staircase(theta0, beta)
     assert run["finished"] and run["counts"][-1] == 1 and len(run["merges"]) == 4
     for key in ("s", "theta", "energy", "levels"):
         assert np.all(np.isfinite(run[key]))
@@ -73,8 +73,8 @@ def test_staircase_levels_merges_and_no_nan(beta):
 @pytest.mark.parametrize("beta, rtol", [(100.0, 1e-2), (1000.0, 1e-4)])
 def test_collision_model_predicts_the_merges(beta, rtol):
     theta0 = well_prepared(beta)
-    run = af.rescaled_staircase(theta0, beta)
-    model = af.collision_model(theta0, beta)
+    run = af.models.rescaled_staircase(theta0, beta)
+    model = af.models.collision_model(theta0, beta)
     assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]
     np.testing.assert_allclose([e["s"] for e in run["merges"]], [e["s"] for e in model], rtol=rtol)
     assert [e["level"] for e in model][-1] == pytest.approx(1.0)
@@ -83,15 +83,15 @@ def test_collision_model_predicts_the_merges(beta, rtol):
 def test_random_tokens_at_beta_1000_float32_and_float64():
     theta0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 8)
     for dtype in (np.float64, np.float32):
-        run = af.rescaled_staircase(theta0.astype(dtype), 1000.0)
+        run = af.models.rescaled_staircase(theta0.astype(dtype), 1000.0)
         assert run["finished"] and len(run["merges"]) == 7
         assert np.all(np.isfinite(run["energy"])) and run["energy"].dtype == dtype
-        model = af.collision_model(theta0, 1000.0)
+        model = af.models.collision_model(theta0, 1000.0)
         assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]
 
 
 def test_softmax_direction_climbs_and_finishes():
-    run = af.rescaled_staircase(well_prepared(100.0), 100.0, normalization="softmax")
+    run = af.models.rescaled_staircase(well_prepared(100.0), 100.0, normalization="softmax")
     assert run["finished"] and np.all(np.diff(run["energy"]) > -1e-12)
 
 
@@ -114,7 +114,7 @@ def test_two_body_time_against_an_ode_solve():
         atol=1e-14,
     )
     expected = math.log(sol.t_events[0][0])
-    assert af.two_body_log_time(gap, mass, beta) == pytest.approx(expected, abs=1e-6)
+    assert af.theory.two_body_log_time(gap, mass, beta) == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -128,4 +128,4 @@ def test_two_body_time_against_an_ode_solve():
 )
 def test_bad_input_raises(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        af.rescaled_staircase(*args, **kwargs)
+        af.models.rescaled_staircase(*args, **kwargs)

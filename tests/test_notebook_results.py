@@ -160,7 +160,7 @@ def test_mean_field_w2_slope():
     def final(key, weights):
         """n-particle systems as 256 slots with weights 1/n on the first n, 0 elsewhere: the
         empty slots do not act on the others (one compilation for every n)."""
-        x0 = af.von_mises_fisher_mixture(key, means, kappas, size, probs)
+        x0 = af.measures.von_mises_fisher_mixture(key, means, kappas, size, probs)
         return af.layers(af.SelfAttention(1.0), x0, 10, 0.1, args=weights)[-1]
 
     values = []

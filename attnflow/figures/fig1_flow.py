@@ -23,10 +23,10 @@ all L units of time), each with β = 1/√d_h (the model's logit scale for unit 
 
 Each simulated layer is compared with the real normalised hidden states of the same layer:
 per-token agreement mean_i ⟨x_i^sim, x_i^real⟩, the squared MMD with kernel e^{κ(⟨x,y⟩−1)}
-(:func:`attnflow.squared_mmd`), the sliced 2-Wasserstein distance
-(:func:`attnflow.sliced_wasserstein`), mean cosine, cluster counts and histograms. The baseline
-"identity" keeps the embeddings unchanged (x^sim(k) = x(0)): a simulation that does not beat it
-has not explained the layer's effect.
+(:func:`attnflow.measures.squared_mmd`), the sliced 2-Wasserstein distance
+(:func:`attnflow.measures.sliced_wasserstein`), mean cosine, cluster counts and histograms. The
+baseline "identity" keeps the embeddings unchanged (x^sim(k) = x(0)): a simulation that does
+not beat it has not explained the layer's effect.
 """
 
 import pathlib
@@ -103,8 +103,8 @@ def _distances(key, sim, real, kappa: float, num_projections: int):
     def one(y, x):
         return (
             jnp.mean(jnp.sum(y * x, axis=-1)),
-            af.squared_mmd(y, x, kappa=kappa),
-            af.sliced_wasserstein(key, y, x, num_projections=num_projections),
+            af.measures.squared_mmd(y, x, kappa=kappa),
+            af.measures.sliced_wasserstein(key, y, x, num_projections=num_projections),
         )
 
     return jax.vmap(one)(sim, real)

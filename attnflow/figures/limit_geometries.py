@@ -2,7 +2,7 @@
 
 Five panels, each a run of the rescaled pure-attention dynamics (9.3) (Q = K = I, β = 1, n tokens
 uniform on [−5, 5]^d, the authors' settings in clustering-Tformers.py) with the trajectories of
-z = e^{−tV}x and what :func:`attnflow.limit_geometry` reads off the final configuration:
+z = e^{−tV}x and what :func:`attnflow.models.limit_geometry` reads off the final configuration:
 
 1. V = I: the convex hull and its vertices (Thm 3.1);
 2. the authors' 2-d V with a simple top eigenvalue: the levels ψ₁·z = c (Thm 4.1);
@@ -81,7 +81,7 @@ def compute(params: dict, seed: int) -> dict:
         )
         if name == "d = 1":
             z, V = z[..., :1], V[:1, :1]
-        geometry = af.limit_geometry(z, V, t=float(ts[-1]))
+        geometry = af.models.limit_geometry(z, V, t=float(ts[-1]))
         out[name] = {"ts": ts, "z": z, "V": V, "geometry": geometry}
     return out
 

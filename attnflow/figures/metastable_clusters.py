@@ -7,7 +7,7 @@ moves each token up the gradient of f(θ) = Σ_j e^{β cos(θ − θ_j)} (SA up 
 early on, tokens climb to the modes of this density estimate, and the clusters so formed are
 metastable. Measured here, for i.i.d. uniform angles and each β:
 
-- the number of modes of f at t = 0 (:func:`attnflow.kde_mode_count`, ``circular=True``);
+- the number of modes of f at t = 0 (:func:`attnflow.measures.kde_mode_count`, ``circular=True``);
 - the number of δ-clusters on the first metastable plateau: the angles are integrated (L-stable
   Kvaerno5 on the angle ODE (7.1), log-spaced save times as in the staircase figure) and the
   plateau is the first save time at which the tokens form tight clusters no two of which are
@@ -117,7 +117,7 @@ def compute(params: dict, seed: int) -> dict:
     theta0 = np.asarray(
         jr.uniform(jr.key(seed), (params["realizations"], params["n"]), jnp.float64, 0, 2 * np.pi)
     )
-    modes = np.stack([af.kde_mode_count(theta0, b, circular=True) for b in betas])
+    modes = np.stack([af.measures.kde_mode_count(theta0, b, circular=True) for b in betas])
     data = {"betas": betas, "theta0": theta0, "kde_modes": modes}
     for key, normalization in (("usa", "n"), ("sa", "softmax")):
         if key in params.get("models", ("usa", "sa")):

@@ -31,8 +31,8 @@ against :func:`attnflow.solve` of ``SelfAttention(β, normalization="n")`` on it
 against the exact two-body reduction u̇ = −e^{β cos u} sin u through the last merge.
 
 At large β (up to 1000 and beyond) the figure also runs the time-rescaled flow of
-:func:`attnflow.rescaled_staircase` (s = arclength / log β, the authors' ``time_rescale_3``
-integrated exactly) and compares its merges with :func:`attnflow.collision_model`:
+:func:`attnflow.models.rescaled_staircase` (s = arclength / log β, the authors' ``time_rescale_3``
+integrated exactly) and compares its merges with :func:`attnflow.models.collision_model`:
 ``staircase_rescaled.{png,npz,json}`` and ``staircase_rescaled_merges.json``.
 
 Merge events are read off :func:`attnflow.cluster_labels` (δ-graph components) between
@@ -303,7 +303,7 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
 
 
 def rescaled_merge_rows(run: dict, model: list[dict]) -> list[dict]:
-    """The merge log of :func:`attnflow.rescaled_staircase` with the collision model's
+    """The merge log of :func:`attnflow.models.rescaled_staircase` with the collision model's
     prediction for each merge (``s_model``, ``tokens_model``: the model's k-th merge)."""
     rows = []
     for k, event in enumerate(run["merges"]):
@@ -351,15 +351,15 @@ def plot_rescaled(run: dict, model: list[dict], params: dict):
 
 
 def make_rescaled(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
-    """The time-rescaled staircase (:func:`attnflow.rescaled_staircase`) at β =
+    """The time-rescaled staircase (:func:`attnflow.models.rescaled_staircase`) at β =
     ``rescaled_beta`` from ``rescaled_n`` uniform angles, against the collision model; writes
     ``staircase_rescaled.{png,npz,json}`` and the merge log ``staircase_rescaled_merges``."""
     start = time.perf_counter()
     n, beta = params["rescaled_n"], params["rescaled_beta"]
     theta0 = np.asarray(jr.uniform(jr.key(seed + 1), (n,), jnp.float64, 0.0, 2 * np.pi))
-    run = af.rescaled_staircase(theta0, beta)
+    run = af.models.rescaled_staircase(theta0, beta)
     solved = time.perf_counter()
-    model = af.collision_model(theta0, beta)
+    model = af.models.collision_model(theta0, beta)
     rows = rescaled_merge_rows(run, model)
     fig = plot_rescaled(run, model, params)
     data = {k: run[k] for k in ("s", "theta", "energy", "levels", "counts")}

@@ -36,6 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
+from ..theory._metastability import two_body_log_time
+
 # Dormand–Prince 5(4) tableau.
 _C = (0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0)
 _A = (
@@ -254,7 +256,7 @@ def rescaled_staircase(
 
     Example:
         >>> import numpy as np
-        >>> from attnflow import rescaled_staircase
+        >>> from attnflow.models import rescaled_staircase
         >>> run = rescaled_staircase(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)
         >>> len(run["merges"]), int(run["counts"][-1]), round(float(run["energy"][-1]), 12)
         (3, 1, 1.0)
@@ -322,24 +324,6 @@ def rescaled_staircase(
     }
 
 
-def two_body_log_time(gap: float, mass: float, beta: float) -> float:
-    """log T for two point clusters of total mass m = m_a + m_b at gap u under (USA):
-    u̇ = −m e^{β cos u} sin u, T = time for u to fall from ``gap`` to β^{-1/2}/10, in units where
-    the shifted rate e^{β(cos u − 1)} is used (T_phys = e^{−β} T). By quadrature of
-    ∫ e^{β(1 − cos v)} / (m sin v) dv, carried in the log domain."""
-    from scipy.integrate import quad
-
-    end = min(gap, 0.1 / math.sqrt(beta))
-    peak = beta * 2 * math.sin(gap / 2) ** 2
-    value, _ = quad(
-        lambda v: math.exp(beta * 2 * math.sin(v / 2) ** 2 - peak) / math.sin(v),
-        end,
-        gap,
-        limit=200,
-    )
-    return peak + math.log(max(value, 1e-300)) - math.log(mass)
-
-
 def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
     """The merge sequence predicted by pairwise two-body merges (GKPR24's heuristic; the
     authors' ``algo_traj_1`` merges the closest pair, the β → ∞ limit of this).
@@ -357,7 +341,7 @@ def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
 
     Example:
         >>> import numpy as np
-        >>> from attnflow import collision_model
+        >>> from attnflow.models import collision_model
         >>> [e["tokens"] for e in collision_model(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)]
         [[0, 1], [2, 3], [0, 2]]
     """

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._check import is_traced
+from .._check import is_traced
 
 
 def _scalar(value, name, *, positive):
@@ -71,7 +71,7 @@ def log_bessel_i(n: int, beta: float, dtype=None) -> Float[Array, " n"]:
 
     Example:
         >>> import math
-        >>> from attnflow._theory_kinetic import log_bessel_i
+        >>> from attnflow.theory._kinetic import log_bessel_i
         >>> round(math.exp(float(log_bessel_i(2, 1.0)[0])), 6)  # I_1(1)
         0.565159
     """

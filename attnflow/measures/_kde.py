@@ -113,7 +113,7 @@ def kde_mode_count(
 
     Example:
         >>> import numpy as np
-        >>> from attnflow import kde_mode_count
+        >>> from attnflow.measures import kde_mode_count
         >>> int(kde_mode_count(np.array([-3.0, 0.0, 0.1, 3.0]), 4.0))
         3
         >>> int(kde_mode_count(np.array([0.0, 0.1, np.pi]), 30.0, circular=True))
@@ -164,7 +164,7 @@ def kde_modes(
 
     Example:
         >>> import numpy as np
-        >>> from attnflow import kde_modes
+        >>> from attnflow.measures import kde_modes
         >>> [round(float(m), 6) for m in kde_modes(np.array([-1.0, 1.0]), 9.0)[0]]
         [-1.0, 1.0]
     """

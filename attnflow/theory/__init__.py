@@ -1,20 +1,22 @@
 """Closed forms from the papers (docs/maths.md), each tested against an independent computation.
 
-Functions are grouped by topic in private modules and re-exported here.
+Functions are grouped by topic in private modules (``_clustering``: clustering of SA/USA from
+arXiv:2312.10794; ``_kinetic``: lost in the middle; ``_measures``: optimal measures;
+``_metastability``: dynamic metastability on the circle) and re-exported here.
 """
 
-from ._homogenized import (
+from .._homogenized import (
     homogenized_antipodal_rate as homogenized_antipodal_rate,
     homogenized_collapse_probability as homogenized_collapse_probability,
     homogenized_critical_beta as homogenized_critical_beta,
     homogenized_pair_coefficients as homogenized_pair_coefficients,
 )
-from ._landscape._circle import (
+from .._landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
     tau_star as tau_star,
 )
-from ._landscape._configurations import (
+from .._landscape._configurations import (
     KNOWN_SPECTRA as KNOWN_SPECTRA,
     cell600 as cell600,
     cross_polytope as cross_polytope,
@@ -29,7 +31,7 @@ from ._landscape._configurations import (
     regular_polygon as regular_polygon,
     simplex as simplex,
 )
-from ._theory import (
+from ._clustering import (
     clustering_beta as clustering_beta,
     clustering_time as clustering_time,
     cone_collapse_bound as cone_collapse_bound,
@@ -38,12 +40,12 @@ from ._theory import (
     orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
     wendel as wendel,
 )
-from ._theory_kinetic import (
+from ._kinetic import (
     lost_in_the_middle_profile as lost_in_the_middle_profile,
     lost_in_the_middle_threshold as lost_in_the_middle_threshold,
     psi as psi,
 )
-from ._theory_measures import (
+from ._measures import (
     antipodal_energy as antipodal_energy,
     dirac_energy as dirac_energy,
     first_order_minimizer_coefficient as first_order_minimizer_coefficient,
@@ -57,3 +59,4 @@ from ._theory_measures import (
     uniform_potential as uniform_potential,
     uniform_wasserstein_gradient as uniform_wasserstein_gradient,
 )
+from ._metastability import two_body_log_time as two_body_log_time

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._check import is_traced
+from .._check import is_traced
 
 _EULER_GAMMA = 0.57721566490153286061
 

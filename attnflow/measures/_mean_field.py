@@ -15,8 +15,8 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_shape_tokens, check_weights
-from ._sphere import unit_rows
+from .._check import check_shape_tokens, check_weights
+from .._sphere import unit_rows
 
 
 def _check_kappa(kappa, name="kappa"):
@@ -95,7 +95,7 @@ def von_mises_fisher(
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> x = af.von_mises_fisher(jr.key(0), jnp.array([0.0, 0.0, 1.0]), 50.0, 1000)
+        >>> x = af.measures.von_mises_fisher(jr.key(0), jnp.array([0.0, 0.0, 1.0]), 50.0, 1000)
         >>> x.shape, bool(jnp.mean(x[:, 2]) > 0.95)
         ((1000, 3), True)
     """
@@ -142,7 +142,8 @@ def von_mises_fisher_mixture(
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> x = af.von_mises_fisher_mixture(jr.key(0), jnp.eye(3), jnp.array([5.0, 5.0, 5.0]), 1000)
+        >>> kappas = jnp.array([5.0, 5.0, 5.0])
+        >>> x = af.measures.von_mises_fisher_mixture(jr.key(0), jnp.eye(3), kappas, 1000)
         >>> x.shape
         (1000, 3)
     """
@@ -229,9 +230,9 @@ def sliced_wasserstein(
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> x = af.random_tokens(jr.key(0), 100, 3)
         >>> y = af.random_tokens(jr.key(2), 100, 3)
-        >>> round(float(af.sliced_wasserstein(jr.key(1), x, x)), 6)
+        >>> round(float(af.measures.sliced_wasserstein(jr.key(1), x, x)), 6)
         0.0
-        >>> 0.01 < float(af.sliced_wasserstein(jr.key(1), x, y)) < 0.5
+        >>> 0.01 < float(af.measures.sliced_wasserstein(jr.key(1), x, y)) < 0.5
         True
     """
     check_shape_tokens(x, "x")

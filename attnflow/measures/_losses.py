@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_tokens, check_weights, is_traced
+from .._check import check_beta, check_tokens, check_weights, is_traced
 
 
 def _measure(x, weights, name):
@@ -54,7 +54,8 @@ def squared_mmd(
     Example:
         >>> import jax.random as jr, attnflow as af
         >>> x = af.random_tokens(jr.key(0), 6, 3)
-        >>> bool(abs(af.squared_mmd(x, x[::-1])) < 1e-12), bool(af.squared_mmd(x, -x) > 0)
+        >>> mmd = af.measures.squared_mmd
+        >>> bool(abs(mmd(x, x[::-1])) < 1e-12), bool(mmd(x, -x) > 0)
         (True, True)
     """
     x, a = _measure(x, x_weights, "x")
@@ -101,7 +102,7 @@ def sinkhorn_divergence(
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> x, y = jnp.array([[1.0, 0.0]]), jnp.array([[0.0, 1.0]])
-        >>> round(float(af.sinkhorn_divergence(x, y)), 6)  # one coupling: |x − y|² = 2
+        >>> round(float(af.measures.sinkhorn_divergence(x, y)), 6)  # one coupling: |x − y|² = 2
         2.0
     """
     x, a = _measure(x, x_weights, "x")

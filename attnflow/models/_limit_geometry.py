@@ -43,8 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from ._fields._pure import unrescale
-from ._fields._self_attention import SelfAttention
+from .._fields._pure import unrescale
+from .._fields._self_attention import SelfAttention
 
 
 class ValueSpectrum(eqx.Module):
@@ -106,7 +106,7 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
 
     Example:
         >>> import numpy as np, attnflow as af
-        >>> s = af.value_spectrum(np.diag([1.0, -0.5]))
+        >>> s = af.models.value_spectrum(np.diag([1.0, -0.5]))
         >>> s.paranormal, s.top_simple_positive, s.paranormal_lambda
         (True, True, 1.0)
     """
@@ -252,7 +252,7 @@ def limit_geometry(z, V, *, Q=None, K=None, beta=1.0, t=None, tol=1e-3) -> Limit
     Example:
         >>> import numpy as np, attnflow as af
         >>> z = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1e-6, 1.0], [0.5, 0.5]])
-        >>> g = af.limit_geometry(z, np.eye(2))
+        >>> g = af.models.limit_geometry(z, np.eye(2))
         >>> g.hull_vertices.tolist(), g.on_vertex.tolist()
         ([0, 1, 2, 3], [True, True, True, True, False])
     """
