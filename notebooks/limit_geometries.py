@@ -49,24 +49,26 @@ for name, row in rows.items():
     print(
         f"{name:14s} vertices {row['hull_vertices']:3d}  max dist to vertex "
         f"{row['max_vertex_distance']:.1e}  levels {row['num_levels']:2d}  "
-        f"Boolean distance {row['boolean_distance']:.1e}  rank {row['attention_rank']}"
+        f"Boolean distance {row['boolean_distance']:.1e}  general rows {row['general_rows']}"
     )
 fig = limit_geometries.plot(panels)
 
 # %% [markdown]
 # What the theorems predict, checked:
-# - V = I: every token sits on a vertex of the hull;
+# - V = I: every token sits on a vertex of the hull (Thm 3.1: 0 or a point of ∂K; vertices for
+#   generic data);
 # - the authors' 2-d V (simple top eigenvalue λ₁ ≈ 1.35): at most 3 levels of ψ₁·z;
 # - V = diag(1, −0.5): the C-coordinate takes two values (the two ends of an interval);
-# - d = 1: the attention matrix is Boolean with rank ≤ 2.
+# - d = 1: the attention matrix is Boolean except possibly one row, which can be a general
+#   probability vector (here none).
 
 # %%
 g = {name: p["geometry"] for name, p in panels.items()}
 polytope_distance = float(g["polytope"].vertex_distance.max())
 hyperplane_levels = g["hyperplanes"].num_levels
 paranormal_distance = float(np.nanmax(g["paranormal"].subspace_vertex_distance))
-boolean_distance, rank = g["d = 1"].boolean_distance, g["d = 1"].attention_rank
-print(polytope_distance, hyperplane_levels, paranormal_distance, boolean_distance, rank)
+boolean_distance, general_rows = g["d = 1"].boolean_distance, g["d = 1"].general_rows.size
+print(polytope_distance, hyperplane_levels, paranormal_distance, boolean_distance, general_rows)
 
 # %% [markdown]
 # ## A matrix outside the hypotheses

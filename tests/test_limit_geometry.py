@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+import scipy.linalg
 
 import attnflow as af
 from attnflow.figures import limit_geometries
@@ -126,7 +127,105 @@ def test_paranormal_polytope_times_subspace():
     assert (spec.eigenvalues.real > 0).sum() == 2 and spec.top_simple_positive
 
 
-def test_one_dimensional_attention_becomes_boolean_of_rank_at_most_two():
+@pytest.mark.parametrize(
+    "V",
+    [
+        np.diag([1.0, -2.0]),  # |−2| > 1: e₂ grows like e^{2t}
+        np.diag([1.0, -1.0]),  # |λ₂| = λ₁: not strictly dominant
+        np.array([[1.0, 0.0, 0.0], [0.0, 0.5, -3.0], [0.0, 3.0, 0.5]]),  # |0.5 ± 3i| > 1
+        np.array([[1.0, 1.0], [0.0, 1.0]]),  # λ₁ = 1 not simple
+        np.array([[0.5, -1.0], [1.0, 0.5]]),  # complex top pair
+        np.diag([-1.0, 0.5]),  # top modulus negative
+    ],
+)
+def test_good_triple_needs_the_largest_modulus_real_positive_simple(V):
+    spec = af.models.value_spectrum(V)
+    assert not spec.top_simple_positive and not spec.hyperplane_condition
+
+
+@pytest.mark.parametrize(
+    "V",
+    [
+        np.diag([2.0, -1.0]),
+        np.diag([1.0, 0.5, -0.5]),
+        np.array([[2.0, 0.0, 0.0], [0.0, 0.5, -1.0], [0.0, 1.0, 0.5]]),  # |0.5 ± i| < 2
+    ],
+)
+def test_good_triple_holds_when_the_largest_modulus_dominates(V):
+    spec = af.models.value_spectrum(V)
+    assert spec.top_simple_positive and spec.hyperplane_condition
+    assert spec.eigenvalues[0] == pytest.approx(np.max(np.abs(np.linalg.eigvals(V))))
+
+
+def test_diag_one_minus_two_diverges_in_the_rescaled_variables():
+    # Why the real-part order is wrong: z = e^{−tV}x grows along e₂ when λ₂ = −2.
+    V = np.diag([1.0, -2.0])
+    x0 = jr.uniform(jr.key(0), (20, 2), minval=-5.0, maxval=5.0, dtype=jnp.float64)
+    z = limit_geometries.simulate(V, np.eye(2), x0, 6.0, 2, 1e-7)[1][-1]
+    assert np.abs(z).max() > 1e4 * np.abs(np.asarray(x0)).max()
+
+
+def test_gram_symmetry_and_definiteness_are_reported_separately():
+    shear = np.array([[1.0, 1.0], [0.0, 1.0]])  # QᵀK = [[1, 0], [1, 1]]: xᵀAx = x² + xy + y²
+    spec = af.models.value_spectrum(np.eye(2), Q=shear)
+    assert (spec.gram_symmetric, spec.gram_definite, spec.gram_positive) == (False, True, False)
+    spec = af.models.value_spectrum(np.eye(2), Q=np.diag([1.0, -1.0]))
+    assert (spec.gram_symmetric, spec.gram_definite, spec.gram_positive) == (True, False, False)
+    spec = af.models.value_spectrum(np.eye(2), Q=shear, K=shear)  # QᵀK = [[1, 1], [1, 2]]
+    assert (spec.gram_symmetric, spec.gram_definite, spec.gram_positive) == (True, True, True)
+
+
+def _rotation(angle, radius):
+    c, s = np.cos(angle), np.sin(angle)
+    return radius * np.array([[c, -s], [s, c]])
+
+
+@pytest.mark.parametrize(
+    ("V", "f_dim"),
+    [
+        (np.diag([1.0, 1.0, 0.5]), 2),
+        (np.diag([1.0, -0.5]), 1),
+        (scipy.linalg.block_diag([[1.0]], _rotation(1.0, 0.7)), 1),  # complex G, |μ| < λ
+        (np.diag([1.0, 1.0, -1.0]), None),  # −λ has modulus λ
+        (scipy.linalg.block_diag([[1.0]], _rotation(1.0, 1.0)), None),  # λe^{±i}
+        (scipy.linalg.block_diag([[1.0]], _rotation(1.0, 1.3)), None),
+        (np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.2]]), None),  # Jordan block
+        (np.diag([-1.0, 0.5]), None),  # λ < 0
+    ],
+)
+def test_paranormal_matches_the_definition(V, f_dim):
+    # R^d = F ⊕ G, both invariant, V|F = λ·Id with λ > 0, spectrum of V|G inside |μ| < λ.
+    spec = af.models.value_spectrum(V)
+    assert spec.paranormal == (f_dim is not None)
+    if f_dim is None:
+        return
+    lam, F, G = spec.paranormal_lambda, spec.C, spec.H
+    assert F.shape == (V.shape[0], f_dim) and G.shape == (V.shape[0], V.shape[0] - f_dim)
+    np.testing.assert_allclose(V @ F, lam * F, atol=1e-12)
+    # G invariant: V G lies in span G; the spectrum of V|G is strictly inside the disc of radius λ.
+    restricted = np.linalg.lstsq(G, V @ G, rcond=None)[0]
+    np.testing.assert_allclose(G @ restricted, V @ G, atol=1e-12)
+    if G.shape[1]:
+        assert np.abs(np.linalg.eigvals(restricted)).max() < lam
+    assert np.linalg.matrix_rank(np.concatenate([F, G], axis=1)) == V.shape[0]
+
+
+def test_one_dimensional_attention_allows_one_general_row():
+    # A limit configuration with a token at 0, V = 1, Q = K = 1, read at t = T: the logits
+    # e^{2T} z_i z_j of the middle row vanish, so it is uniform, a general probability row; every
+    # other row is the indicator of the largest z_j (z_i > 0) or of the smallest (z_i < 0).
+    z = np.array([[-4.0], [-2.5], [-1.0], [0.0], [0.5], [1.5], [3.0]])
+    g = af.models.limit_geometry(z, np.eye(1), t=T)
+    assert g.general_rows.tolist() == [3]
+    np.testing.assert_allclose(g.attention[3], np.full(7, 1 / 7), atol=1e-12)
+    expected = np.eye(7)[[0, 0, 0, 3, 6, 6, 6]]
+    others = [0, 1, 2, 4, 5, 6]
+    np.testing.assert_allclose(g.attention[others], expected[others], atol=1e-12)
+    # Rank is not the statement: the limit matrix has rank 3 here, not ≤ 2.
+    assert np.linalg.matrix_rank(g.attention) == 3
+
+
+def test_one_dimensional_attention_becomes_boolean():
     # d = 1 embedded in d = 2 exactly: Q = K = diag(1, 0) and z_2 ≡ 0.
     P = np.diag([1.0, 0.0])
     x0 = np.zeros((20, 2))
@@ -137,7 +236,7 @@ def test_one_dimensional_attention_becomes_boolean_of_rank_at_most_two():
         assert np.abs(z[:, 1]).max() == 0.0
         g = af.models.limit_geometry(z[:, :1], np.array([[v]]), t=T)
         if boolean:
-            assert g.boolean_distance < 1e-6 and g.attention_rank <= 2
+            assert g.boolean_distance < 1e-6 and g.general_rows.size == 0
             # rows attend to the largest z (z_i > 0) or to the smallest (z_i < 0)
             leader = np.where(z[:, 0] > 0, np.argmax(z[:, 0]), np.argmin(z[:, 0]))
             np.testing.assert_allclose(g.attention, np.eye(20)[leader], atol=1e-6)
@@ -192,5 +291,5 @@ def test_notebook_runs_quick(monkeypatch):
     assert ns["polytope_distance"] < 1e-3
     assert 2 <= ns["hyperplane_levels"] <= 3
     assert ns["paranormal_distance"] < 1e-3
-    assert ns["boolean_distance"] < 1e-6 and ns["rank"] <= 2
+    assert ns["boolean_distance"] < 1e-6 and ns["general_rows"] <= 1
     assert ns["rotation_levels"] > 3

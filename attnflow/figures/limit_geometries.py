@@ -4,13 +4,14 @@ Five panels, each a run of the rescaled pure-attention dynamics (9.3) (Q = K = I
 uniform on [−5, 5]^d, the authors' settings in clustering-Tformers.py) with the trajectories of
 z = e^{−tV}x and what :func:`attnflow.models.limit_geometry` reads off the final configuration:
 
-1. V = I: the convex hull and its vertices (Thm 3.1);
+1. V = I: the convex hull and its vertices (Thm 3.1: each z_i tends to 0 or to a point of ∂K,
+   vertices for generic data);
 2. the authors' 2-d V with a simple top eigenvalue: the levels ψ₁·z = c (Thm 4.1);
 3. V = diag(1, −0.5), paranormal: the C-coordinate at the two ends of an interval, the H
    coordinate free (Thm 5.1);
 4. the authors' codimension-k example (3-d symmetric V, two positive eigenvalues) in 3-d;
 5. d = 1 (embedded in d = 2 with Q = K = diag(1, 0)): the attention matrix at the final time,
-   Boolean with rank ≤ 2.
+   Boolean except possibly one row, which can be a general probability vector.
 
 The JSON record lists, per panel, the eigenvalues, the hypotheses and the diagnostics.
 """
@@ -102,7 +103,7 @@ def summary(panels: dict) -> dict:
             if g.spectrum.paranormal
             else None,
             "boolean_distance": g.boolean_distance,
-            "attention_rank": g.attention_rank,
+            "general_rows": int(g.general_rows.size),
         }
     return rows
 
@@ -124,7 +125,9 @@ def plot(panels: dict):
             ax.set_xticks([])
             ax.set_yticks([])
             ax.set_xlabel(
-                f"rank {g.attention_rank}, max min(a, 1−a) = {g.boolean_distance:.1e}", fontsize=8
+                f"non-Boolean rows {g.general_rows.size}, "
+                f"max min(a, 1−a) = {g.boolean_distance:.1e}",
+                fontsize=8,
             )
         else:
             ax = fig.add_subplot(1, 5, k + 1)

@@ -7,35 +7,44 @@ dynamics" (arXiv:2305.05465; Table 1 of arXiv:2312.10794, docs/maths.md §1.8). 
 
 | V | Q, K | z_i(t) tends to |
 |---|---|---|
-| I_d | QᵀK ≻ 0 | the vertices of a convex polytope (Thm 3.1) |
-| λ₁ > 0 simple, eigenvector φ₁ | ⟨Qφ₁, Kφ₁⟩ > 0 | ≤ 3 parallel hyperplanes {ψ₁·z = c} (Thm 4.1) |
-| paranormal | QᵀK ≻ 0 | polytope × subspace (Thm 5.1) |
+| I_d | QᵀK symmetric ≻ 0 | 0 or a point of ∂K, K a convex polytope (Thm 3.1) |
+| good triple: λ₁ > |λ₂| ≥ … | ⟨Qφ₁, Kφ₁⟩ > 0 | ≤ 3 parallel hyperplanes {ψ₁·z = c} (Thm 4.1) |
+| paranormal | QᵀK symmetric ≻ 0 | (∂K ∪ {0}) × G (Thm 5.1) |
 | −I_d | QᵀK = I_d | one cluster at the origin, for the unscaled x |
+
+**V = I_d (Theorem 3.1).** With A = QᵀK symmetric positive definite (the proof uses A^{1/2}),
+each z_i converges either to 0 or to a point of the boundary ∂K of a convex polytope K; for
+generic initial data the limits are vertices of K.
+
+**Good triple (Theorem 4.1).** The eigenvalue of largest *modulus* is real, positive and simple,
+λ₁ > |λ₂| ≥ … ≥ |λ_d| (eigenvalues counted with multiplicity), and ⟨Qφ₁, Kφ₁⟩ > 0 for its
+eigenvector φ₁. Ordering by real part is not enough: for V = diag(1, −2) the component along
+e₂ grows like e^{2t} and the rescaled tokens diverge.
 
 ψ₁ is the left eigenvector of λ₁ (ψ₁ᵀV = λ₁ψ₁ᵀ): ψ₁·z is the coordinate along φ₁ in the
 decomposition R^d = span φ₁ ⊕ (the other generalised eigenspaces), the only one that grows like
 e^{λ₁t} in x = e^{tV}z and therefore the only one the attention sees as t → ∞.
 
-**Paranormal** (GLPR23 §5, Definition 5.1, as used here): V is paranormal when R^d = C ⊕ H with C
-and H invariant under V, V restricted to C a multiple λ I of the identity, and every eigenvalue
-of V restricted to H of modulus strictly smaller than λ (λ > 0 in Theorem 5.1). Provenance: this
-wording is reconstructed from the statement of Theorem 5.1 and the authors' example; the text
-of Definition 5.1 itself could not be retrieved when this was written (the sources reachable
-from the project's tools held the paper's abstract and opening pages only), so a difference in
-a corner case (e.g. whether H may carry eigenvalues of modulus λ other than λ itself) is
-possible. The
-authors' example is V = diag(1, −0.5): C = span e_1, λ = 1, H = span e_2. The component along
-C (coordinates along H dropped) converges to the vertices of a polytope in C; the H component
-is free: "polytope × subspace".
+**Paranormal** (GLPR23 §5, Theorem 5.1): V is paranormal when R^d = F ⊕ G with F and G
+invariant under V, V restricted to F equal to λ·Id with λ > 0, and every eigenvalue of V
+restricted to G (real or complex) of modulus < λ. Equivalently: the eigenvalue λ of largest
+modulus is real, positive and semisimple (F = ker(V − λI), G = range(V − λI)), and every other
+eigenvalue has modulus < λ; an eigenvalue −λ or λe^{iθ} excludes paranormality, and so does a
+Jordan block at λ. The conclusion is the limit set (∂K ∪ {0}) × G: the F-component of z (in
+the decomposition F ⊕ G) converges to 0 or to ∂K of a polytope K ⊂ F, the G-component is free.
+Here F and G are the attributes ``C`` and ``H`` of :class:`ValueSpectrum`. The authors' example
+is V = diag(1, −0.5): F = span e_1, λ = 1, G = span e_2.
 
 **V = −I (derived here): the collapse is algebraic.** With Q = K = I, for small tokens
 a_ij ≈ (1 + ⟨x_i, x_j − x̄⟩)/n, so the mean x̄ decays like e^{−t} and the deviations
 y_i = x_i − x̄ follow ẏ_i = −C y_i with C = (1/n) Σ_j y_j y_jᵀ: Ċ = −2C² + O(|x|⁴),
 C(t) ≈ C(0)(I + 2tC(0))^{−1} → I/(2t), and |x_i(t)| ~ (2t)^{−1/2} (checked in the tests).
 
-**d = 1 (derived here).** With V > 0 and QK > 0 the logits are QK e^{2tV} z_i z_j, so row i of
+**d = 1 (GLPR23 §2).** With V > 0 and QK > 0 the logits are QK e^{2tV} z_i z_j, so row i of
 the attention matrix tends to the indicator of the largest z_j (if z_i > 0) or of the smallest
-(if z_i < 0): a Boolean matrix with at most two nonzero columns, hence of rank ≤ 2.
+(if z_i < 0): a Boolean matrix, except possibly one row, which can be a general probability
+vector (a token with z_i → 0: for z = (−1, 0, 1) the middle row stays (1/3, 1/3, 1/3)).
+:attr:`LimitGeometry.general_rows` lists the rows that are not Boolean.
 """
 
 import equinox as eqx
@@ -51,16 +60,21 @@ class ValueSpectrum(eqx.Module):
     """Spectral data of a value matrix V and the hypotheses of GLPR23 (see the module docstring).
 
     Attributes:
-        eigenvalues: (d,) complex eigenvalues, by decreasing real part.
-        phi1, psi1: (d,) real parts of the right and left eigenvectors of the eigenvalue with the
-            largest real part, scaled so that ψ₁·φ₁ = 1 (meaningful when that eigenvalue is
-            real).
-        top_simple_positive: λ₁ is real, positive, simple, and Re λ_k < λ₁ for k ≥ 2.
+        eigenvalues: (d,) complex eigenvalues, by decreasing modulus (ties: larger real part
+            first).
+        phi1, psi1: (d,) real parts of the right and left eigenvectors of the eigenvalue λ₁ of
+            largest modulus, scaled so that ψ₁·φ₁ = 1 (meaningful when λ₁ is real).
+        top_simple_positive: λ₁ is real, positive and simple, and λ₁ > |λ₂| ≥ … ≥ |λ_d| (the
+            good-triple condition on V of Theorem 4.1).
         hyperplane_condition: ``top_simple_positive`` and ⟨Qφ₁, Kφ₁⟩ > 0 (Theorem 4.1).
-        paranormal: V is paranormal with λ > 0 (Definition 5.1 as stated above).
+        paranormal: V is paranormal (Theorem 5.1; definition in the module docstring).
         paranormal_lambda: λ (nan when not paranormal).
-        C, H: (d, c) and (d, d − c) bases of the subspaces C and H (empty when not paranormal).
-        gram_positive: QᵀK + KᵀQ ≻ 0, i.e. QᵀK ≻ 0 as a quadratic form (Theorems 3.1, 5.1).
+        C, H: (d, f) and (d, d − f) bases of the invariant subspaces F (V|F = λ·Id) and G
+            (empty when not paranormal).
+        gram_symmetric: QᵀK is symmetric (to ``rtol``).
+        gram_definite: QᵀK + KᵀQ ≻ 0, i.e. xᵀQᵀKx > 0 for x ≠ 0.
+        gram_positive: ``gram_symmetric`` and ``gram_definite``: A = QᵀK symmetric positive
+            definite, the hypothesis of Theorems 3.1 and 5.1.
     """
 
     eigenvalues: np.ndarray
@@ -72,6 +86,8 @@ class ValueSpectrum(eqx.Module):
     paranormal_lambda: float = eqx.field(static=True)
     C: np.ndarray
     H: np.ndarray
+    gram_symmetric: bool = eqx.field(static=True)
+    gram_definite: bool = eqx.field(static=True)
     gram_positive: bool = eqx.field(static=True)
 
 
@@ -97,7 +113,9 @@ def _qk(Q, K, d):
 
 
 def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
-    r"""Eigen-decomposition of V and which row of Table 1 of GLPR23 applies.
+    r"""Eigen-decomposition of V and which hypotheses of GLPR23 (arXiv:2305.05465) hold: the
+    good triple of Theorem 4.1 (λ₁ > |λ₂| ≥ … ≥ |λ_d|, ⟨Qφ₁, Kφ₁⟩ > 0), paranormality
+    (Theorem 5.1), A = QᵀK symmetric positive definite (Theorems 3.1, 5.1).
 
     Args:
         V: (d, d) value matrix.
@@ -109,35 +127,30 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
         >>> s = af.models.value_spectrum(np.diag([1.0, -0.5]))
         >>> s.paranormal, s.top_simple_positive, s.paranormal_lambda
         (True, True, 1.0)
+        >>> af.models.value_spectrum(np.diag([1.0, -2.0])).top_simple_positive  # |−2| > 1
+        False
     """
     V = _square(V)
     d = V.shape[0]
     Q, K = _qk(Q, K, d)
     tol = rtol * max(1.0, float(np.linalg.norm(V, 2)))
     w, vl, vr = scipy.linalg.eig(V, left=True, right=True)
-    order = np.lexsort((-np.abs(w.imag), -w.real))
+    # Largest modulus first; among equal moduli, the larger real part (λ before −λ, λe^{±iθ}).
+    order = np.lexsort((-np.abs(w.imag), -w.real, -np.round(np.abs(w) / tol)))
     w, vl, vr = w[order], vl[:, order], vr[:, order]
     phi, psi = vr[:, 0], vl[:, 0]
     scale = np.vdot(psi, phi)  # ψᴴφ; left eigenvectors from scipy satisfy ψᴴ V = λ ψᴴ
     psi = psi / np.conj(scale)
     phi1, psi1 = phi.real.copy(), psi.real.copy()
     lam1 = w[0]
-    top = abs(lam1.imag) <= tol and lam1.real > tol and (d == 1 or w[1].real < lam1.real - tol)
+    real_positive = abs(lam1.imag) <= tol and lam1.real > tol
+    top = real_positive and (d == 1 or np.abs(w[1]) < lam1.real - tol)
     gram = Q.T @ K
     hyper = bool(top and float((Q @ phi1) @ (K @ phi1)) > 0)
-    gram_positive = bool(np.linalg.eigvalsh(gram + gram.T).min() > tol)
-    # Paranormal: the top-modulus eigenvalue λ > 0 is semisimple, all others smaller in modulus.
-    lam = float(lam1.real)
-    para, C, H = False, np.zeros((d, 0)), np.zeros((d, 0))
-    if lam > tol and abs(lam1.imag) <= tol:
-        same = np.abs(w - lam) <= np.sqrt(tol)
-        rest = w[~same]
-        if rest.size == 0 or np.abs(rest).max() < lam - tol:
-            # Semisimple iff rank(V − λI) = d − multiplicity; then C = ker, H = range.
-            u, s, vh = np.linalg.svd(V - lam * np.eye(d))
-            rank = int(np.sum(s > np.sqrt(tol) * max(1.0, s.max(initial=0.0))))
-            if rank == d - int(same.sum()):
-                para, C, H = True, vh[rank:].T.copy(), u[:, :rank].copy()
+    gram_scale = max(1.0, float(np.linalg.norm(gram, 2)))
+    gram_symmetric = bool(np.max(np.abs(gram - gram.T), initial=0.0) <= rtol * gram_scale)
+    gram_definite = bool(np.linalg.eigvalsh(gram + gram.T).min() > rtol * gram_scale)
+    para, C, H = _paranormal(V, w, float(lam1.real), tol) if real_positive else (False, None, None)
     return ValueSpectrum(
         eigenvalues=w,
         phi1=phi1,
@@ -145,11 +158,29 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
         top_simple_positive=bool(top),
         hyperplane_condition=hyper,
         paranormal=para,
-        paranormal_lambda=lam if para else float("nan"),
-        C=C,
-        H=H,
-        gram_positive=gram_positive,
+        paranormal_lambda=float(lam1.real) if para else float("nan"),
+        C=np.zeros((d, 0)) if C is None else C,
+        H=np.zeros((d, 0)) if H is None else H,
+        gram_symmetric=gram_symmetric,
+        gram_definite=gram_definite,
+        gram_positive=gram_symmetric and gram_definite,
     )
+
+
+def _paranormal(V, w, lam, tol):
+    """(paranormal, F basis, G basis) for the top-modulus eigenvalue λ > 0 of V (GLPR23,
+    Theorem 5.1): λ semisimple, every other eigenvalue of modulus < λ; F = ker(V − λI),
+    G = range(V − λI)."""
+    d = V.shape[0]
+    same = np.abs(w - lam) <= np.sqrt(tol)
+    rest = w[~same]
+    if rest.size and np.abs(rest).max() >= lam - tol:
+        return False, None, None
+    u, s, vh = np.linalg.svd(V - lam * np.eye(d))
+    rank = int(np.sum(s > np.sqrt(tol) * max(1.0, s.max(initial=0.0))))
+    if rank != d - int(same.sum()):  # a Jordan block at λ: not λ·Id on any complement
+        return False, None, None
+    return True, vh[rank:].T.copy(), u[:, :rank].copy()
 
 
 def _hull_vertices(points: np.ndarray, tol: float) -> np.ndarray:
@@ -201,6 +232,8 @@ class LimitGeometry(eqx.Module):
             these coordinates to the vertices of their convex hull (the polytope in C).
         attention: (n, n) attention matrix at the configuration; ``boolean_distance``:
             max_ij min(a_ij, 1 − a_ij); ``attention_rank``: rank of the rounded (Boolean) matrix.
+        general_rows: indices of the rows of ``attention`` farther than ``tol`` from a Boolean
+            row (max_j min(a_ij, 1 − a_ij) > tol); at most one in the d = 1 limit (GLPR23 §2).
         radius: max_i |z_i|; diameter: max_ij |z_i − z_j|.
     """
 
@@ -216,6 +249,7 @@ class LimitGeometry(eqx.Module):
     attention: np.ndarray
     boolean_distance: float = eqx.field(static=True)
     attention_rank: int = eqx.field(static=True)
+    general_rows: np.ndarray
     radius: float = eqx.field(static=True)
     diameter: float = eqx.field(static=True)
 
@@ -299,6 +333,7 @@ def limit_geometry(z, V, *, Q=None, K=None, beta=1.0, t=None, tol=1e-3) -> Limit
         attention=a,
         boolean_distance=float(np.max(np.minimum(a, 1 - a))),
         attention_rank=int(np.linalg.matrix_rank(boolean)),
+        general_rows=np.flatnonzero(np.max(np.minimum(a, 1 - a), axis=1) > tol),
         radius=float(np.linalg.norm(z, axis=1).max()),
         diameter=diameter,
     )
