@@ -9,26 +9,6 @@ from ._homogenized import (
     homogenized_critical_beta as homogenized_critical_beta,
     homogenized_pair_coefficients as homogenized_pair_coefficients,
 )
-from ._landscape._circle import (
-    hessian_kernel as hessian_kernel,
-    strict_saddle_threshold as strict_saddle_threshold,
-    tau_star as tau_star,
-)
-from ._landscape._configurations import (
-    KNOWN_SPECTRA as KNOWN_SPECTRA,
-    cell600 as cell600,
-    cross_polytope as cross_polytope,
-    demicube5 as demicube5,
-    design_strength as design_strength,
-    e8_roots as e8_roots,
-    icosahedron as icosahedron,
-    inner_product_spectrum as inner_product_spectrum,
-    known_spectrum as known_spectrum,
-    optimal_configuration as optimal_configuration,
-    optimal_energy as optimal_energy,
-    regular_polygon as regular_polygon,
-    simplex as simplex,
-)
 from ._theory import (
     clustering_beta as clustering_beta,
     clustering_time as clustering_time,
@@ -56,4 +36,24 @@ from ._theory_measures import (
     rectangle_energy as rectangle_energy,
     uniform_potential as uniform_potential,
     uniform_wasserstein_gradient as uniform_wasserstein_gradient,
+)
+from .landscape._circle import (
+    hessian_kernel as hessian_kernel,
+    strict_saddle_threshold as strict_saddle_threshold,
+    tau_star as tau_star,
+)
+from .landscape._configurations import (
+    KNOWN_SPECTRA as KNOWN_SPECTRA,
+    cell600 as cell600,
+    cross_polytope as cross_polytope,
+    demicube5 as demicube5,
+    design_strength as design_strength,
+    e8_roots as e8_roots,
+    icosahedron as icosahedron,
+    inner_product_spectrum as inner_product_spectrum,
+    known_spectrum as known_spectrum,
+    optimal_configuration as optimal_configuration,
+    optimal_energy as optimal_energy,
+    regular_polygon as regular_polygon,
+    simplex as simplex,
 )
