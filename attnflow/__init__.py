@@ -7,7 +7,7 @@ interaction energy (Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv:2312.10794
 
 import importlib.metadata as _metadata
 
-from . import measures as measures, models as models, theory as theory
+from . import landscape as landscape, measures as measures, models as models, theory as theory
 from ._diagnostics import (
     cluster_centers as cluster_centers,
     cluster_labels as cluster_labels,
@@ -71,42 +71,6 @@ from ._homogenized import (
     homogenized_phase_diagram as homogenized_phase_diagram,
     solve_homogenized as solve_homogenized,
 )
-from ._landscape._circle import (
-    circle_angles as circle_angles,
-    circle_energy as circle_energy,
-    circle_field as circle_field,
-    circle_tokens as circle_tokens,
-    torus_hessian as torus_hessian,
-)
-from ._landscape._critical import (
-    Classification as Classification,
-    CriticalPoint as CriticalPoint,
-    classify_critical_point as classify_critical_point,
-    find_critical_point as find_critical_point,
-)
-from ._landscape._hessian import (
-    hessian_extreme_eigenvalues as hessian_extreme_eigenvalues,
-    hessian_vector_product as hessian_vector_product,
-    riemannian_hessian as riemannian_hessian,
-    rotation_orbit_basis as rotation_orbit_basis,
-)
-from ._landscape._measures import (
-    MeasureOptimum as MeasureOptimum,
-    first_variation as first_variation,
-    maximize_measure_energy as maximize_measure_energy,
-    measure_energy as measure_energy,
-    measure_stationarity as measure_stationarity,
-    minimize_measure_energy as minimize_measure_energy,
-    sphere_points as sphere_points,
-    wasserstein_gradient as wasserstein_gradient,
-)
-from ._landscape._survey import (
-    LandscapeSurvey as LandscapeSurvey,
-    SurveyPoint as SurveyPoint,
-    configuration_signature as configuration_signature,
-    survey_critical_points as survey_critical_points,
-    symmetric_configurations as symmetric_configurations,
-)
 from ._layers import iterate_layers as iterate_layers, layers as layers
 from ._metric import (
     AbstractMetric as AbstractMetric,
@@ -146,11 +110,44 @@ from ._sphere import (
     tangent as tangent,
     tangent_basis as tangent_basis,
 )
+from .landscape import (
+    classify_critical_point as classify_critical_point,
+    find_critical_point as find_critical_point,
+    riemannian_hessian as riemannian_hessian,
+)
 
 __version__ = _metadata.version("attnflow")
 
 # Names that moved to a public subpackage: the old top-level name still works, with a warning.
 _MOVED = {
+    **dict.fromkeys(
+        [
+            "Classification",
+            "CriticalPoint",
+            "LandscapeSurvey",
+            "MeasureOptimum",
+            "SurveyPoint",
+            "circle_angles",
+            "circle_energy",
+            "circle_field",
+            "circle_tokens",
+            "configuration_signature",
+            "first_variation",
+            "hessian_extreme_eigenvalues",
+            "hessian_vector_product",
+            "maximize_measure_energy",
+            "measure_energy",
+            "measure_stationarity",
+            "minimize_measure_energy",
+            "rotation_orbit_basis",
+            "sphere_points",
+            "survey_critical_points",
+            "symmetric_configurations",
+            "torus_hessian",
+            "wasserstein_gradient",
+        ],
+        "attnflow.landscape",
+    ),
     "LimitGeometry": "attnflow.models",
     "ValueSpectrum": "attnflow.models",
     "collision_model": "attnflow.models",

@@ -56,12 +56,12 @@ def gradient(energy, x):
 @eqx.filter_jit
 def hvp(energy, x, v):
     """The public HVP under jit, as inside Lanczos (no per-call input validation)."""
-    return af.hessian_vector_product(energy, x, v)
+    return af.landscape.hessian_vector_product(energy, x, v)
 
 
 def compressed_extremes(h, x):
     """Extreme eigenvalues of the dense Hessian with the rotation orbit removed."""
-    orbit = np.asarray(af.rotation_orbit_basis(x))
+    orbit = np.asarray(af.landscape.rotation_orbit_basis(x))
     complement = np.linalg.svd(orbit, full_matrices=True)[0][:, orbit.shape[1] :]
     values = np.linalg.eigvalsh(complement.T @ h @ complement)
     return values[0], values[-1]
@@ -102,7 +102,7 @@ def main():
             t_grad, _ = median_time(lambda x=x: gradient(energy, x), max(repeats, 3))
             t_hvp, _ = median_time(lambda x=x, v=v: hvp(energy, x, v), max(repeats, 3))
             t_lanczos, (lo, hi) = median_time(
-                lambda x=x: af.hessian_extreme_eigenvalues(
+                lambda x=x: af.landscape.hessian_extreme_eigenvalues(
                     energy, x, num_iterations=args.iterations
                 ),
                 repeats,

@@ -61,13 +61,13 @@ def optimiser_rows(args):
         ("S2", args.sphere, jnp.diag(jnp.array([1.0, 1.1, 1.2]))),
     ]
     for name, n, D in cases:
-        points = af.sphere_points(n, D.shape[0])
+        points = af.landscape.sphere_points(n, D.shape[0])
         for label, kwargs in (
             ("min, mirror Newton", dict(newton=True)),
             ("min, exp. gradient", dict(newton=False, max_steps=args.eg_steps)),
         ):
             seconds, r = median_time(
-                lambda D=D, points=points, kwargs=kwargs: af.minimize_measure_energy(
+                lambda D=D, points=points, kwargs=kwargs: af.landscape.minimize_measure_energy(
                     D, points, tol=1e-8, **kwargs
                 ),
                 args.repeats,
@@ -76,7 +76,7 @@ def optimiser_rows(args):
             print_row(*rows[-1])
         Dmax = jnp.diag(jnp.array([-1.0, 0.2] + [0.1] * (D.shape[0] - 2)))
         seconds, r = median_time(
-            lambda Dmax=Dmax, points=points: af.maximize_measure_energy(
+            lambda Dmax=Dmax, points=points: af.landscape.maximize_measure_energy(
                 Dmax, points, tol=1e-8, move_particles=True
             ),
             args.max_repeats or args.repeats,

@@ -25,6 +25,7 @@ _IMAGE_SUFFIXES = (".png", ".svg", ".gif", ".jpg")
 _DIRECTIVE = re.compile(r"^::: (attnflow(?:\.[A-Za-z_]\w*)+)\s*$", re.MULTILINE)
 PUBLIC_MODULES = (
     "attnflow",
+    "attnflow.landscape",
     "attnflow.theory",
     "attnflow.models",
     "attnflow.measures",

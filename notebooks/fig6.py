@@ -57,7 +57,8 @@ for beta in (0.5, 2.0, 6.0, 50.0, 1e4):
 # %%
 mixed = jax.jit(
     jax.vmap(
-        lambda t, b: jax.hessian(af.circle_energy)(jnp.array([0.0, t]), b)[0, 1], in_axes=(0, None)
+        lambda t, b: jax.hessian(af.landscape.circle_energy)(jnp.array([0.0, t]), b)[0, 1],
+        in_axes=(0, None),
     )
 )
 taus = jnp.linspace(-3.0, 3.0, 7)

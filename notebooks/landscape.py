@@ -58,8 +58,8 @@ n = 4 if QUICK else 5  # at test size, shapes shared with the survey below compi
 rows = []
 for beta in betas:
     energy = af.InteractionEnergy(beta)
-    ngon = af.circle_tokens(2 * jnp.pi * jnp.arange(n) / n)
-    groups = af.circle_tokens(jnp.where(jnp.arange(n) < 2, 0.0, jnp.pi))
+    ngon = af.landscape.circle_tokens(2 * jnp.pi * jnp.arange(n) / n)
+    groups = af.landscape.circle_tokens(jnp.where(jnp.arange(n) < 2, 0.0, jnp.pi))
     for name, x in ((f"{n}-gon", ngon), (f"antipodal 2|{n - 2}", groups)):
         c = af.classify_critical_point(energy, x)
         rows.append((beta, name, c.kind, c.num_positive, c.num_negative, c.is_paper_strict_saddle))
@@ -88,7 +88,7 @@ surveys = []
 key = jr.key(0)
 for n, d, beta in systems:
     key, sub = jr.split(key)
-    survey = af.survey_critical_points(n, d, beta, key=sub, **seeds)
+    survey = af.landscape.survey_critical_points(n, d, beta, key=sub, **seeds)
     surveys.append(survey)
     beta_n = theory.strict_saddle_threshold(n) if d == 2 else float("nan")
     print(
@@ -129,7 +129,7 @@ n_large = 60 if QUICK else 2000
 beta = 4.0
 x0 = af.random_tokens(jr.key(1), n_large, 3)
 x = af.layers(af.SelfAttention(beta), x0, 100, 0.1)[-1]
-lo, hi = af.hessian_extreme_eigenvalues(
+lo, hi = af.landscape.hessian_extreme_eigenvalues(
     af.InteractionEnergy(beta), x, num_iterations=30 if QUICK else 80
 )
 print(

@@ -58,12 +58,12 @@ print(f"proven minimum energy reached in {min_fraction:.0%} of the proven cases"
 # ## 2. The first-order minimiser density
 
 # %%
-points = af.sphere_points(48 if QUICK else 128, 2)
+points = af.landscape.sphere_points(48 if QUICK else 128, 2)
 xy = np.asarray(points)
 theta = np.arctan2(xy[:, 1], xy[:, 0])
 coef = {}
 for eps in (0.01, -0.01):
-    r = af.minimize_measure_energy(np.diag([1.0, 1.0 + eps]), points)
+    r = af.landscape.minimize_measure_energy(np.diag([1.0, 1.0 + eps]), points)
     coef[eps] = 2 * np.sum(np.asarray(r.weights) * np.cos(2 * theta))
 slope = (coef[0.01] - coef[-0.01]) / 0.02
 print(f"cos 2θ coefficient / ε: {slope:.5f}; I_1(1)/(2 I_2(1)) = {iv(1, 1) / (2 * iv(2, 1)):.5f}")

@@ -15,46 +15,48 @@ THETA = jr.uniform(jr.key(0), (6,), minval=-np.pi, maxval=np.pi)
 
 
 def test_angles_and_tokens_round_trip():
-    x = af.circle_tokens(THETA)
+    x = af.landscape.circle_tokens(THETA)
     np.testing.assert_allclose(jnp.linalg.norm(x, axis=1), 1.0, rtol=1e-15)
-    np.testing.assert_allclose(af.circle_angles(x), THETA, atol=1e-14)
+    np.testing.assert_allclose(af.landscape.circle_angles(x), THETA, atol=1e-14)
 
 
 @pytest.mark.parametrize("beta", [0.3, 4.0, 40.0])
 def test_circle_energy_is_74(beta):
     th = np.asarray(THETA)
     direct = np.sum(np.exp(beta * np.cos(th[:, None] - th[None, :]))) / (2 * beta * th.size**2)
-    np.testing.assert_allclose(af.circle_energy(THETA, beta), direct, rtol=1e-13)
+    np.testing.assert_allclose(af.landscape.circle_energy(THETA, beta), direct, rtol=1e-13)
     np.testing.assert_allclose(
-        af.InteractionEnergy(beta)(af.circle_tokens(THETA)), direct, rtol=1e-13
+        af.InteractionEnergy(beta)(af.landscape.circle_tokens(THETA)), direct, rtol=1e-13
     )
 
 
 @pytest.mark.parametrize("beta", [0.0, 1.5, 9.0])
 def test_circle_fields_are_the_attention_dynamics_on_angles(beta):
-    x = np.asarray(af.circle_tokens(THETA))
+    x = np.asarray(af.landscape.circle_tokens(THETA))
     tangent = np.stack([-x[:, 1], x[:, 0]], axis=1)  # ∂x/∂θ
     for normalization in ("softmax", "n"):
         expected = np.sum(sa_field_numpy(x, beta, normalization=normalization) * tangent, axis=1)
         np.testing.assert_allclose(
-            af.circle_field(THETA, beta, normalization), expected, rtol=1e-12, atol=1e-14
+            af.landscape.circle_field(THETA, beta, normalization), expected, rtol=1e-12, atol=1e-14
         )
 
 
 def test_usa_on_angles_is_n_times_the_energy_gradient():
     beta = 2.5
-    grad = jax.grad(af.circle_energy)(THETA, beta)
-    np.testing.assert_allclose(af.circle_field(THETA, beta, "n"), THETA.size * grad, rtol=1e-12)
+    grad = jax.grad(af.landscape.circle_energy)(THETA, beta)
+    np.testing.assert_allclose(
+        af.landscape.circle_field(THETA, beta, "n"), THETA.size * grad, rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("beta", [0.5, 6.0])
 def test_torus_hessian_is_app_b_and_equals_the_sphere_hessian_in_angles(beta):
-    h = af.torus_hessian(THETA, beta)
+    h = af.landscape.torus_hessian(THETA, beta)
     np.testing.assert_allclose(
-        h, jax.hessian(af.circle_energy)(THETA, beta), rtol=1e-11, atol=1e-13
+        h, jax.hessian(af.landscape.circle_energy)(THETA, beta), rtol=1e-11, atol=1e-13
     )
     # the d = 2 tangent basis is ∂x/∂θ and θ is arclength: sphere Hessian = torus Hessian
-    sphere = af.riemannian_hessian(af.InteractionEnergy(beta), af.circle_tokens(THETA))
+    sphere = af.riemannian_hessian(af.InteractionEnergy(beta), af.landscape.circle_tokens(THETA))
     np.testing.assert_allclose(sphere, h, rtol=1e-11, atol=1e-13)
 
 
@@ -101,17 +103,19 @@ def test_theorem_5_1_threshold():
 
 def test_float32_circle_tools():
     th = THETA.astype(jnp.float32)
-    assert af.circle_field(th, 2.0).dtype == jnp.float32
-    np.testing.assert_allclose(af.torus_hessian(th, 2.0), af.torus_hessian(THETA, 2.0), atol=1e-5)
+    assert af.landscape.circle_field(th, 2.0).dtype == jnp.float32
+    np.testing.assert_allclose(
+        af.landscape.torus_hessian(th, 2.0), af.landscape.torus_hessian(THETA, 2.0), atol=1e-5
+    )
 
 
 def test_bad_inputs_are_rejected_with_clear_messages():
     with pytest.raises(ValueError, match=r"theta: expected a vector of n angles"):
-        af.circle_energy(jnp.zeros((2, 2)), 1.0)
+        af.landscape.circle_energy(jnp.zeros((2, 2)), 1.0)
     with pytest.raises(ValueError, match="beta: expected a finite value > 0"):
-        af.torus_hessian(THETA, 0.0)
+        af.landscape.torus_hessian(THETA, 0.0)
     with pytest.raises(ValueError, match="normalization"):
-        af.circle_field(THETA, 1.0, "softplus")
+        af.landscape.circle_field(THETA, 1.0, "softplus")
     with pytest.raises(ValueError, match="beta: expected finite values >= 0"):
         theory.tau_star(-1.0)
     with pytest.raises(ValueError, match="d: expected an integer dimension >= 2"):
@@ -119,4 +123,4 @@ def test_bad_inputs_are_rejected_with_clear_messages():
     with pytest.raises(ValueError, match="n: expected an integer number of tokens >= 2"):
         theory.strict_saddle_threshold(1)
     with pytest.raises(ValueError, match=r"x: expected tokens on the circle"):
-        af.circle_angles(jnp.zeros((3, 3)))
+        af.landscape.circle_angles(jnp.zeros((3, 3)))

@@ -12,7 +12,7 @@ import attnflow as af
 
 
 def polygon(n):
-    return af.circle_tokens(2 * jnp.pi * jnp.arange(n) / n)
+    return af.landscape.circle_tokens(2 * jnp.pi * jnp.arange(n) / n)
 
 
 def circulant_spectrum(n, beta):
@@ -149,7 +149,9 @@ def test_search_converges_from_perturbed_saddles():
         assert result.converged and float(result.grad_norm) < 1e-10
         assert "converged" in result.message
         np.testing.assert_allclose(
-            af.configuration_signature(result.x), af.configuration_signature(x_star), atol=1e-8
+            af.landscape.configuration_signature(result.x),
+            af.landscape.configuration_signature(x_star),
+            atol=1e-8,
         )
         assert af.classify_critical_point(energy, result.x).kind == kind
     # a saddle on S² reached from a random start, verified by the closed-form (USA) field

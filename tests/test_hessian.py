@@ -143,13 +143,13 @@ def test_hessian_vector_product_matches_dense_and_projects():
     x = af.random_tokens(jr.key(6), 8, 3)
     h = af.riemannian_hessian(energy, x)
     v = jr.normal(jr.key(7), x.shape)  # not tangent: the HVP projects it first
-    hv = af.hessian_vector_product(energy, x, v)
+    hv = af.landscape.hessian_vector_product(energy, x, v)
     np.testing.assert_allclose(jnp.sum(hv * x, axis=1), 0.0, atol=1e-13)
     np.testing.assert_allclose(coords(x, hv), h @ coords(x, v), rtol=1e-11, atol=1e-12)
     # symmetric as an operator
     w = jr.normal(jr.key(8), x.shape)
     np.testing.assert_allclose(
-        jnp.sum(w * hv), jnp.sum(v * af.hessian_vector_product(energy, x, w)), rtol=1e-12
+        jnp.sum(w * hv), jnp.sum(v * af.landscape.hessian_vector_product(energy, x, w)), rtol=1e-12
     )
 
 
@@ -160,7 +160,7 @@ def test_rotation_orbit_dimension_follows_the_stabiliser():
     planar = af.normalize(jnp.pad(jr.normal(jr.key(10), (6, 2)), ((0, 0), (0, d - 2))))
     antipodal = jnp.array([[1.0, 0, 0, 0], [-1.0, 0, 0, 0]] * 3)
     for x, k in ((generic, 4), (planar, 2), (antipodal, 1)):
-        basis = af.rotation_orbit_basis(x)
+        basis = af.landscape.rotation_orbit_basis(x)
         assert basis.shape == (x.shape[0] * (d - 1), k * (k - 1) // 2 + k * (d - k))
         np.testing.assert_allclose(basis.T @ basis, np.eye(basis.shape[1]), atol=1e-12)
 
@@ -170,7 +170,9 @@ def test_orbit_directions_are_zero_modes_only_at_critical_points():
     sync = jnp.tile(jnp.array([[0.0, 0.6, 0.8]]), (4, 1))
     random = af.random_tokens(jr.key(11), 4, 3)
     for x, critical in ((sync, True), (random, False)):
-        residual = jnp.abs(af.riemannian_hessian(energy, x) @ af.rotation_orbit_basis(x)).max()
+        residual = jnp.abs(
+            af.riemannian_hessian(energy, x) @ af.landscape.rotation_orbit_basis(x)
+        ).max()
         assert (residual < 1e-12) == critical
 
 
@@ -182,11 +184,11 @@ def test_lanczos_extreme_eigenvalues_match_dense_with_the_orbit_removed(beta):
     # β rides in the energy as an array: both runs share one compilation.
     energy = af.InteractionEnergy(beta)
     x = af.random_tokens(jr.key(12), 20, 3)
-    orbit = af.rotation_orbit_basis(x)
+    orbit = af.landscape.rotation_orbit_basis(x)
     assert orbit.shape[1] == 3
     complement = jnp.linalg.svd(orbit, full_matrices=True)[0][:, 3:]
     dense = jnp.linalg.eigvalsh(complement.T @ af.riemannian_hessian(energy, x) @ complement)
-    lo, hi = jax.jit(af.hessian_extreme_eigenvalues, static_argnames="num_iterations")(
+    lo, hi = jax.jit(af.landscape.hessian_extreme_eigenvalues, static_argnames="num_iterations")(
         energy, x, num_iterations=40
     )
     np.testing.assert_allclose([lo, hi], [dense[0], dense[-1]], rtol=1e-10)
@@ -213,6 +215,6 @@ def test_bad_inputs_are_rejected_with_clear_messages():
     with pytest.raises(ValueError, match=r"weights: expected shape \(4,\)"):
         af.riemannian_hessian(energy, x, jnp.ones(3))
     with pytest.raises(ValueError, match="v: expected a tangent vector"):
-        af.hessian_vector_product(energy, x, x[:2])
+        af.landscape.hessian_vector_product(energy, x, x[:2])
     with pytest.raises(ValueError, match="num_iterations"):
-        af.hessian_extreme_eigenvalues(energy, x, num_iterations=0)
+        af.landscape.hessian_extreme_eigenvalues(energy, x, num_iterations=0)

@@ -28,32 +28,39 @@ def test_signature_is_invariant_under_rotation_reflection_and_relabelling():
     q, _ = np.linalg.qr(np.asarray(jr.normal(jr.key(1), (3, 3))))  # Haar-ish O(3), maybe improper
     moved = np.asarray(x)[np.random.default_rng(0).permutation(6)] @ q.T
     np.testing.assert_allclose(
-        af.configuration_signature(moved), af.configuration_signature(x), atol=1e-13
+        af.landscape.configuration_signature(moved),
+        af.landscape.configuration_signature(x),
+        atol=1e-13,
     )
     other = af.normalize(x + 0.01 * jr.normal(jr.key(2), x.shape))
-    assert np.abs(af.configuration_signature(other) - af.configuration_signature(x)).max() > 1e-4
+    assert (
+        np.abs(
+            af.landscape.configuration_signature(other) - af.landscape.configuration_signature(x)
+        ).max()
+        > 1e-4
+    )
 
 
 def test_symmetric_configurations_are_critical_when_balanced():
     energy = af.InteractionEnergy(2.0)
     usa = af.SelfAttention(2.0, normalization="n")
     for d in (2, 3):
-        configs = af.symmetric_configurations(6, d)
+        configs = af.landscape.symmetric_configurations(6, d)
         for name in ("synchronised", "polygon", "antipodal 1|5", "antipodal 3|3", "clusters 3"):
             x = jnp.asarray(configs[name])
             assert float(jnp.abs(usa(0.0, x)).max()) < 1e-12, name
-    configs = af.symmetric_configurations(4, 3)
+    configs = af.landscape.symmetric_configurations(4, 3)
     simplex = configs["simplex"]
     np.testing.assert_allclose(simplex @ simplex.T, (4 * np.eye(4) - 1) / 3, atol=1e-14)
     assert af.classify_critical_point(energy, jnp.asarray(simplex)).kind == "local minimum"
-    octahedron = af.symmetric_configurations(6, 3)["cross-polytope"]
+    octahedron = af.landscape.symmetric_configurations(6, 3)["cross-polytope"]
     np.testing.assert_allclose(
         np.sort((octahedron @ octahedron.T).ravel()), np.repeat([-1.0, 0.0, 1.0], [6, 24, 6])
     )
 
 
 def test_survey_on_the_two_sphere():
-    survey = af.survey_critical_points(4, 3, 2.0, key=jr.key(3), **SEEDS)
+    survey = af.landscape.survey_critical_points(4, 3, 2.0, key=jr.key(3), **SEEDS)
     assert survey.num_converged >= survey.num_seeds - 2
     kinds = [p.kind for p in survey.points]
     # exactly one synchronised point (the global maximum) and it is the only maximum
@@ -67,7 +74,7 @@ def test_survey_on_the_two_sphere():
     # every non-synchronised point is escaped by the ascent flow
     assert all(p.is_paper_strict_saddle for p in survey.points if not p.synchronised)
     # distinct points really are distinct, and each is critical for E_β (weights 1/n)
-    signatures = np.array([af.configuration_signature(p.x) for p in survey.points])
+    signatures = np.array([af.landscape.configuration_signature(p.x) for p in survey.points])
     gaps = np.abs(signatures[:, None] - signatures[None]).max(axis=-1)
     assert (gaps + np.eye(len(gaps)) > 1e-6).all()
     assert max(p.grad_norm for p in survey.points) < 1e-8
@@ -102,11 +109,11 @@ def test_landscape_cli_quick(tmp_path, capsys):
 
 def test_survey_rejects_bad_arguments():
     with pytest.raises(ValueError, match="n: expected an integer >= 2"):
-        af.survey_critical_points(1, 2, 1.0, key=jr.key(0))
+        af.landscape.survey_critical_points(1, 2, 1.0, key=jr.key(0))
     with pytest.raises(ValueError, match="beta: expected a finite value > 0"):
-        af.survey_critical_points(3, 2, -1.0, key=jr.key(0))
+        af.landscape.survey_critical_points(3, 2, -1.0, key=jr.key(0))
     with pytest.raises(ValueError, match="n, d: expected n >= 2"):
-        af.symmetric_configurations(3, 1)
+        af.landscape.symmetric_configurations(3, 1)
 
 
 def test_landscape_notebook_runs_quick(monkeypatch):

@@ -14,7 +14,7 @@ from scipy.special import iv
 import attnflow as af
 from attnflow import theory
 
-CIRCLE = af.sphere_points(64, 2)  # one compiled shape for every circle optimisation
+CIRCLE = af.landscape.sphere_points(64, 2)  # one compiled shape for every circle optimisation
 
 
 def energy_numpy(D, x, w):
@@ -36,9 +36,11 @@ def test_energy_matches_interaction_energy_and_numpy():
     A = A + A.T
     beta = 1.7
     ref = energy_numpy(beta * A, x, w)
-    assert np.isclose(float(af.measure_energy(beta * A, x, w)), ref, rtol=1e-13)
+    assert np.isclose(float(af.landscape.measure_energy(beta * A, x, w)), ref, rtol=1e-13)
     assert np.isclose(2 * beta * float(af.InteractionEnergy(beta, A)(x, w)), ref, rtol=1e-13)
-    assert np.allclose(af.wasserstein_gradient(A, x, w), wgrad_numpy(A, x, w, x), rtol=1e-12)
+    assert np.allclose(
+        af.landscape.wasserstein_gradient(A, x, w), wgrad_numpy(A, x, w, x), rtol=1e-12
+    )
 
 
 def test_dirac_stationary_iff_eigenvector():
@@ -47,10 +49,10 @@ def test_dirac_stationary_iff_eigenvector():
     D = A + A.T
     _, vecs = np.linalg.eigh(D)
     for v in vecs.T:
-        assert np.abs(af.wasserstein_gradient(D, v[None])).max() < 1e-13
+        assert np.abs(af.landscape.wasserstein_gradient(D, v[None])).max() < 1e-13
     v = rng.normal(size=3)
     v /= np.linalg.norm(v)
-    g = np.asarray(af.wasserstein_gradient(D, v[None]))[0]
+    g = np.asarray(af.landscape.wasserstein_gradient(D, v[None]))[0]
     ref = 2 * np.exp(v @ D @ v) * (D @ v - (v @ D @ v) * v)
     assert np.allclose(g, ref, rtol=1e-12) and np.linalg.norm(g) > 0.1
 
@@ -58,19 +60,19 @@ def test_dirac_stationary_iff_eigenvector():
 def test_uniform_stationary_iff_D_squared_scalar():
     # circle: the equispaced grid integrates e^{xᵀDy} to exponential accuracy
     H = np.array([[0.6, 0.8], [0.8, -0.6]]) * 1.5  # a scaled reflection: H² = 2.25 I
-    assert np.abs(af.wasserstein_gradient(H, CIRCLE)).max() < 1e-13
+    assert np.abs(af.landscape.wasserstein_gradient(H, CIRCLE)).max() < 1e-13
     for D in (np.diag([1.0, 2.0]), np.array([[1.0, 0.3], [0.3, 0.0]])):
-        g = np.asarray(af.wasserstein_gradient(D, CIRCLE))
+        g = np.asarray(af.landscape.wasserstein_gradient(D, CIRCLE))
         ref = theory.uniform_wasserstein_gradient(D, np.asarray(CIRCLE))
         assert np.allclose(g, ref, atol=1e-13) and np.abs(ref).max() > 0.1
     # S²: Fibonacci points, quadrature error ~ N^{-1.6} (2e-5 at N = 2000)
-    x = af.sphere_points(2000, 3)
+    x = af.landscape.sphere_points(2000, 3)
     R = np.linalg.qr(np.random.default_rng(2).normal(size=(3, 3)))[0]
     D2 = R @ np.diag([1.0, -1.0, 1.0]) @ R.T  # D² = I
-    assert np.abs(af.wasserstein_gradient(D2, x)).max() < 1e-4
+    assert np.abs(af.landscape.wasserstein_gradient(D2, x)).max() < 1e-4
     D = np.diag([1.0, 2.0, 0.5])
     ref = theory.uniform_wasserstein_gradient(D, np.asarray(x))
-    assert np.abs(np.asarray(af.wasserstein_gradient(D, x)) - ref).max() < 1e-4
+    assert np.abs(np.asarray(af.landscape.wasserstein_gradient(D, x)) - ref).max() < 1e-4
     assert np.abs(ref).max() > 1.0
     # closed form ψ_3(r) = sinh(r)/r against the d = 3 potential
     assert np.isclose(theory.uniform_potential(np.eye(3) * 2, [1.0, 0, 0]), np.sinh(2) / 2)
@@ -79,7 +81,7 @@ def test_uniform_stationary_iff_D_squared_scalar():
 def test_singular_psd_minimum_is_one_on_kernel():
     D = np.diag([0.0, 2.0])
     # degenerate: E − 1 ≈ 2(Σ w_i δ_i)² near ker D, so the spread moves only at 4th order
-    r = af.minimize_measure_energy(D, CIRCLE, move_particles=True, tol=1e-5)
+    r = af.landscape.minimize_measure_energy(D, CIRCLE, move_particles=True, tol=1e-5)
     assert bool(r.converged) and abs(float(r.energy) - 1) < 1e-6
     centers, _ = r.atoms()
     assert np.abs(centers @ D).max() < 0.05  # support near ker D = span(e1)
@@ -89,8 +91,8 @@ def test_singular_psd_minimum_is_one_on_kernel():
     theta = np.linspace(0, 2 * np.pi, 7, endpoint=False)
     x = np.stack([np.cos(theta), np.sin(theta), 0 * theta], axis=1)
     w = np.arange(1.0, 8.0)
-    assert np.isclose(float(af.measure_energy(D3, x, w)), 1.0, atol=1e-15)
-    assert np.abs(af.wasserstein_gradient(D3, x, w)).max() < 1e-15
+    assert np.isclose(float(af.landscape.measure_energy(D3, x, w)), 1.0, atol=1e-15)
+    assert np.abs(af.landscape.wasserstein_gradient(D3, x, w)).max() < 1e-15
 
 
 @pytest.mark.parametrize("d1, d2", [(1.0, 2.0), (-1.0, 0.5), (2.0, -0.3)])
@@ -131,7 +133,7 @@ def best_maximizer(D):
     """The optimiser is local: three starts (uniform, mass near e2, mass near e1), best kept."""
     x = np.asarray(CIRCLE)
     starts = [None, np.exp(5 * x[:, 1] ** 2), np.exp(5 * x[:, 0] ** 2)]
-    runs = [af.maximize_measure_energy(D, CIRCLE, w, move_particles=True) for w in starts]
+    runs = [af.landscape.maximize_measure_energy(D, CIRCLE, w, move_particles=True) for w in starts]
     best = max(runs, key=lambda r: float(r.energy))
     assert bool(best.converged)
     return best
@@ -157,12 +159,12 @@ def test_maximizers_and_switch():
 
 def test_minimizers_proven_cases():
     D = np.diag([-1.0, 0.6])  # λ_max ≤ |λ_min|: Dirac on e1, e^{-1}
-    r = af.minimize_measure_energy(D, CIRCLE, move_particles=True)
+    r = af.landscape.minimize_measure_energy(D, CIRCLE, move_particles=True)
     assert bool(r.converged) and r.kind() == "dirac"
     assert np.isclose(float(r.energy), np.exp(-1.0), rtol=1e-12)
     assert theory.minimizer(D)[2] == "dirac"
     D = 2 * np.eye(2)  # uniform, E = I_0(2)
-    r = af.minimize_measure_energy(D, CIRCLE)
+    r = af.landscape.minimize_measure_energy(D, CIRCLE)
     assert bool(r.converged) and r.kind() == "diffuse"
     assert np.abs(np.asarray(r.weights) * 64 - 1).max() < 1e-6
     assert np.isclose(float(r.energy), iv(0, 2.0), rtol=1e-12)
@@ -176,7 +178,7 @@ def test_first_order_minimizer_density_circle():
     theta = np.arctan2(np.asarray(CIRCLE)[:, 1], np.asarray(CIRCLE)[:, 0])
     coef = {}
     for eps in (0.01, -0.01, 0.05, -0.05):
-        r = af.minimize_measure_energy(np.diag([1.0, 1.0 + eps]), CIRCLE)
+        r = af.landscape.minimize_measure_energy(np.diag([1.0, 1.0 + eps]), CIRCLE)
         assert bool(r.converged)
         coef[eps] = 2 * np.sum(np.asarray(r.weights) * np.cos(2 * theta))
     assert abs((coef[0.01] - coef[-0.01]) / 0.02 - reference) < 1e-4  # O(ε²) error cancels
@@ -188,11 +190,11 @@ def test_first_order_minimizer_density_circle():
 
 def test_first_order_minimizer_density_sphere():
     """d = 3: ν = −κ_3 (xᵀMx − tr M/3), κ_3(1) = I_{3/2}(1)/I_{5/2}(1), by regression."""
-    x = af.sphere_points(400, 3)
+    x = af.landscape.sphere_points(400, 3)
     M = np.diag([0.0, 0.0, 1.0])
     w = {}
     for eps in (0.02, -0.02, 0.0):
-        r = af.minimize_measure_energy(np.eye(3) + eps * M, x)
+        r = af.landscape.minimize_measure_energy(np.eye(3) + eps * M, x)
         assert bool(r.converged)
         w[eps] = np.asarray(r.weights)
     q = np.einsum("ni,ij,nj->n", np.asarray(x), M, np.asarray(x)) - 1 / 3
@@ -204,17 +206,17 @@ def test_first_order_minimizer_density_sphere():
 
 def test_float32_and_errors():
     D32 = jnp.diag(jnp.array([1.0, 0.3], jnp.float32))
-    x32 = af.sphere_points(32, 2, dtype=jnp.float32)
-    r = af.maximize_measure_energy(D32, x32, move_particles=True, tol=1e-5)
+    x32 = af.landscape.sphere_points(32, 2, dtype=jnp.float32)
+    r = af.landscape.maximize_measure_energy(D32, x32, move_particles=True, tol=1e-5)
     assert r.energy.dtype == jnp.float32 and abs(float(r.energy) - np.e) < 1e-5
     with pytest.raises(ValueError, match="D: must be symmetric"):
-        af.minimize_measure_energy(np.array([[1.0, 1.0], [0.0, 1.0]]), CIRCLE)
+        af.landscape.minimize_measure_energy(np.array([[1.0, 1.0], [0.0, 1.0]]), CIRCLE)
     with pytest.raises(ValueError, match=r"D: expected shape \(2, 2\)"):
-        af.minimize_measure_energy(np.eye(3), CIRCLE)
+        af.landscape.minimize_measure_energy(np.eye(3), CIRCLE)
     with pytest.raises(ValueError, match="d: expected 2"):
-        af.sphere_points(10, 4)
+        af.landscape.sphere_points(10, 4)
     with pytest.raises(ValueError, match="points, num_points"):
-        af.minimize_measure_energy(np.eye(2))
+        af.landscape.minimize_measure_energy(np.eye(2))
     with pytest.raises(ValueError, match="d1, d2: expected finite non-zero"):
         theory.rectangle_critical_angle(0.0, 1.0)
 
@@ -232,10 +234,10 @@ def test_landscape_notebook_runs_quick(monkeypatch):
 def test_stored_and_recomputed_kernel_paths_agree(monkeypatch, maximize):
     """Weight steps reuse a stored N × N kernel up to STORED_KERNEL_MAX_POINTS and recompute it
     in every product above: both paths take the same steps to the same measure."""
-    from attnflow._landscape import _measures
+    from attnflow.landscape import _measures
 
     D = np.array([[-1.0, 0.3], [0.3, 0.5]]) if maximize else np.diag([1.0, 1.4])
-    run = af.maximize_measure_energy if maximize else af.minimize_measure_energy
+    run = af.landscape.maximize_measure_energy if maximize else af.landscape.minimize_measure_energy
     kwargs = dict(move_particles=maximize, max_steps=40)
     stored = run(D, CIRCLE, **kwargs)
     monkeypatch.setattr(_measures, "STORED_KERNEL_MAX_POINTS", 32)

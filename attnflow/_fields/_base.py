@@ -5,6 +5,7 @@ import abc
 from typing import NamedTuple
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -98,6 +99,14 @@ class AttentionScores(NamedTuple):
     ``queries`` (n, k) carry β; ``keys`` (m, k); ``values`` (m, e); ``weights`` (m,) or None
     (1/m); ``bias`` (n, m) or None; ``mask`` None, "causal" or "strict"; ``normalization``
     "softmax", "sum" or "hardmax"; ``hardmax_tol`` the tie tolerance of "hardmax".
+
+    Heads: ``queries`` (H, n, k), ``keys`` (H, m, k), ``values`` (H, m, e) and ``bias`` (n, m)
+    or (H, n, m) carry a leading head axis; the kernel is mapped over it and the H outputs are
+    summed (paper (2.7)). The weights, mask and normalisation are shared by the heads.
+
+    Per query row are ``queries`` and ``bias``; per key are ``keys``, ``values`` and ``weights``:
+    :meth:`query_rows` keeps a block of query rows, which is how :func:`attnflow.sharded_solve`
+    gives each device its queries against every key.
     """
 
     queries: Array
@@ -109,23 +118,115 @@ class AttentionScores(NamedTuple):
     normalization: str = "softmax"
     hardmax_tol: float = 0.0
 
+    @property
+    def num_heads(self) -> int | None:
+        """H, or None without a head axis."""
+        return self.queries.shape[0] if self.queries.ndim == 3 else None
+
+    def query_rows(self, start, size: int) -> "AttentionScores":
+        """The scores of query rows start … start + size − 1 (``start`` may be traced)."""
+
+        def rows(a):
+            return jax.lax.dynamic_slice_in_dim(a, start, size, axis=a.ndim - 2)
+
+        bias = None if self.bias is None else rows(self.bias)
+        return self._replace(queries=rows(self.queries), bias=bias)
+
+
+def per_head(function, scores):
+    """``function(scores of one head)`` for each head, stacked on a leading axis (or once).
+
+    ``scores`` is one :class:`AttentionScores` or a tuple of them (groups of heads that differ in
+    mask or normalisation), whose heads are concatenated in order.
+    """
+    if not isinstance(scores, AttentionScores):
+        return jnp.concatenate([_with_head_axis(per_head(function, g), g) for g in scores])
+    if scores.num_heads is None:
+        return function(scores)
+    bias_axis = None if scores.bias is None or scores.bias.ndim == 2 else 0
+    heads = (scores.queries, scores.keys, scores.values, scores.bias)
+    return jax.vmap(
+        lambda q, k, v, b: function(scores._replace(queries=q, keys=k, values=v, bias=b)),
+        in_axes=(0, 0, 0, bias_axis),
+    )(*heads)
+
+
+def _with_head_axis(result, scores):
+    return result if scores.num_heads is not None else result[None]
+
+
+def query_rows(scores, start, size: int):
+    """:meth:`AttentionScores.query_rows` of one set of scores or of each group."""
+    if isinstance(scores, AttentionScores):
+        return scores.query_rows(start, size)
+    return tuple(g.query_rows(start, size) for g in scores)
+
+
+def attend(scores, block_size: int | None, query_offset=0):
+    """Σ_h Σ_j a^h_ij v^h_j: the one kernel, mapped over the heads and summed (the one sum)."""
+    if not isinstance(scores, AttentionScores):
+        return sum(attend(g, block_size, query_offset) for g in scores)
+    if scores.normalization == "hardmax":
+        block_size = None
+
+    def one_head(s):
+        return attention(
+            s.queries,
+            s.keys,
+            s.values,
+            weights=s.weights,
+            bias=s.bias,
+            mask=s.mask,
+            normalization=s.normalization,
+            block_size=block_size,
+            query_offset=query_offset,
+            hardmax_tol=s.hardmax_tol,
+        )
+
+    out = per_head(one_head, scores)
+    return out if scores.num_heads is None else jnp.sum(out, axis=0)
+
+
+def _logits_of(s: AttentionScores):
+    logits = s.queries @ s.keys.T
+    if s.bias is not None:
+        logits = logits + s.bias
+    n, m = logits.shape
+    rows, cols = jnp.arange(n)[:, None], jnp.arange(m)[None, :]
+    if s.mask == "causal":
+        logits = jnp.where(cols <= rows, logits, -jnp.inf)
+    elif s.mask == "strict":
+        logits = jnp.where(cols < rows, logits, -jnp.inf)
+    return logits
+
+
+def _matrix_of(s: AttentionScores):
+    return attention_matrix(
+        s.queries,
+        s.keys,
+        weights=s.weights,
+        bias=s.bias,
+        mask=s.mask,
+        normalization=s.normalization,
+        hardmax_tol=s.hardmax_tol,
+    )
+
 
 class AbstractAttention(AbstractField):
     r"""The one attention interface: a variant gives its scores, the base does the rest.
 
     A subclass implements :meth:`scores`, returning the queries (with β), keys, values, bias,
-    mask and normalisation of :class:`AttentionScores` for tokens x and measure weights w. The
-    base class then provides, all computed by the one kernel :func:`attnflow.attention`:
+    mask and normalisation of :class:`AttentionScores` for tokens x and measure weights w, with
+    a leading head axis for several heads. The base class then provides, all computed by the
+    one kernel :func:`attnflow.attention` (mapped over the heads, whose outputs are summed):
 
-    - ``attention_output(x, weights)`` = Σ_j a_ij v_j, unprojected;
-    - ``attention_matrix(x, weights)`` = a_ij;
-    - ``logits(x)`` = s_ij (−∞ where masked);
+    - ``attention_output(x, weights)`` = Σ_h Σ_j a^h_ij v^h_j, unprojected;
+    - ``attention_matrix(x, weights)`` = a_ij ((heads, n, n) with heads);
+    - ``logits(x)`` = s_ij (−∞ where masked; (heads, n, n) with heads);
     - ``field(t, x, args)`` = P_x(attention_output(x, w)) with w read from ``args``, which is
       the flow's vector field, and ``residual`` = the unprojected output, which is the update of
       the discrete Transformer (:func:`attnflow.layers`);
     - validation of the tokens (shapes always; NaN, inf and zero rows in eager calls).
-
-    Multi-head fields override ``attention_output`` with a sum over heads.
     """
 
     @abc.abstractmethod
@@ -146,54 +247,25 @@ class AbstractAttention(AbstractField):
     def _weights(self, weights, n):
         return None if weights is None else check_weights(weights, n)
 
-    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "n n"]:
-        """s_ij = ⟨q_i, k_j⟩ + b_ij (−∞ where masked)."""
+    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "*heads n n"]:
+        """s_ij = ⟨q_i, k_j⟩ + b_ij (−∞ where masked); (heads, n, n) with heads."""
         self.check_tokens(x)
-        s = self.scores(x, None)
-        logits = s.queries @ s.keys.T
-        if s.bias is not None:
-            logits = logits + s.bias
-        n, m = logits.shape
-        rows, cols = jnp.arange(n)[:, None], jnp.arange(m)[None, :]
-        if s.mask == "causal":
-            logits = jnp.where(cols <= rows, logits, -jnp.inf)
-        elif s.mask == "strict":
-            logits = jnp.where(cols < rows, logits, -jnp.inf)
-        return logits
+        return per_head(_logits_of, self.scores(x, None))
 
     def attention_matrix(
         self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
-    ) -> Float[Array, "n n"]:
-        """a_ij, so that ``attention_output`` = a @ values (zero where masked)."""
+    ) -> Float[Array, "*heads n n"]:
+        """a_ij, so that ``attention_output`` = a @ values (zero where masked); per head."""
         self.check_tokens(x)
-        s = self.scores(x, self._weights(weights, x.shape[0]))
-        return attention_matrix(
-            s.queries,
-            s.keys,
-            weights=s.weights,
-            bias=s.bias,
-            mask=s.mask,
-            normalization=s.normalization,
-            hardmax_tol=s.hardmax_tol,
-        )
+        return per_head(_matrix_of, self.scores(x, self._weights(weights, x.shape[0])))
 
     def attention_output(
         self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
     ) -> Float[Array, "n d"]:
-        """Σ_j a_ij v_j before the tangent projection (dense, or blocked for large n)."""
+        """Σ_h Σ_j a^h_ij v^h_j before the tangent projection (dense, or blocked for large n)."""
         self.check_tokens(x)
         s = self.scores(x, self._weights(weights, x.shape[0]))
-        return attention(
-            s.queries,
-            s.keys,
-            s.values,
-            weights=s.weights,
-            bias=s.bias,
-            mask=s.mask,
-            normalization=s.normalization,
-            block_size=self._block_size(x.shape[0]) if s.normalization != "hardmax" else None,
-            hardmax_tol=s.hardmax_tol,
-        )
+        return attend(s, self._block_size(x.shape[0]))
 
     def residual(self, t, x, args=None):
         x = check_field_input(x)
@@ -226,6 +298,9 @@ __all__ = [
     "AbstractField",
     "AbstractAttention",
     "AttentionScores",
+    "attend",
+    "query_rows",
+    "per_head",
     "weights_from_args",
     "check_field_input",
 ]

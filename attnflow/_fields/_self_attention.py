@@ -158,6 +158,11 @@ class MultiHeadAttention(AbstractAttention):
 
         ẋ_i = P^⊥_{x_i} ( Σ_h Σ_j a^h_ij V_h x_j ).
 
+    The heads' scores are stacked on the head axis of :class:`AttentionScores` (heads that share
+    the mask and normalisation form one group), and the base class maps the kernel over it and
+    sums: ``logits`` and ``attention_matrix`` are (heads, n, n). For many heads of one shape,
+    :class:`attnflow.StackedMultiHeadAttention` stores them as stacked arrays instead.
+
     Args:
         heads: a sequence of :class:`SelfAttention` heads acting on the same d.
 
@@ -165,44 +170,69 @@ class MultiHeadAttention(AbstractAttention):
         >>> import jax.random as jr, attnflow as af
         >>> x = af.random_tokens(jr.key(0), 6, 4)
         >>> mha = af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(2.0)])
-        >>> mha(0.0, x, None).shape
-        (6, 4)
+        >>> mha(0.0, x, None).shape, mha.attention_matrix(x).shape
+        ((6, 4), (2, 6, 6))
     """
 
     heads: tuple[SelfAttention, ...]
 
     def __init__(self, heads):
-        heads = tuple(heads)
-        if not heads:
+        self.heads = tuple(heads)
+
+    def __check_init__(self):
+        if not self.heads:
             raise ValueError("heads: expected at least one SelfAttention head, got none")
-        for i, head in enumerate(heads):
+        for i, head in enumerate(self.heads):
             if not isinstance(head, SelfAttention):
                 raise ValueError(f"heads[{i}]: expected a SelfAttention, got {type(head).__name__}")
-        dims = {h.dim for h in heads} - {None}
+        dims = {h.dim for h in self.heads} - {None}
         if len(dims) > 1:
             raise ValueError(f"heads: all heads must act on the same d, got dimensions {dims}")
-        self.heads = heads
+
+    @property
+    def block_size(self) -> int | None:
+        """The smallest block size any head asks for (None: each head's default)."""
+        sizes = [h.block_size for h in self.heads if h.block_size is not None]
+        return min(sizes) if sizes else None
 
     def check_tokens(self, x):
         for head in self.heads:
             head.check_tokens(x)
 
-    def scores(self, x, weights):
-        raise TypeError(
-            "MultiHeadAttention has one set of scores per head: use heads[h].scores(x, weights)"
-        )
+    def _groups(self, d: int) -> list[list[int]]:
+        """Head indices grouped by (mask, normalisation, head dimension k), first seen first."""
+        groups: dict = {}
+        for i, h in enumerate(self.heads):
+            k = d if h.Q is None and h.K is None else (h.Q if h.Q is not None else h.K).shape[0]
+            groups.setdefault((h.causal, h.normalization, k), []).append(i)
+        return list(groups.values())
 
-    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "heads n n"]:
-        """Each head's logits, stacked: (heads, n, n)."""
-        return jnp.stack([head.logits(x) for head in self.heads])
+    def scores(self, x, weights):
+        """Each head's scores stacked on the head axis, one group of heads per (mask,
+        normalisation, head dimension): a tuple of groups when there are several."""
+        stacked = []
+        for group in self._groups(x.shape[1]):
+            members = [self.heads[i].scores(x, weights) for i in group]
+            stacked.append(
+                members[0]._replace(
+                    queries=jnp.stack([m.queries for m in members]),
+                    keys=jnp.stack([m.keys for m in members]),
+                    values=jnp.stack([m.values for m in members]),
+                )
+            )
+        return stacked[0] if len(stacked) == 1 else tuple(stacked)
+
+    def logits(self, x) -> Float[Array, "heads n n"]:
+        """Each head's logits, in the order of ``heads``: (heads, n, n)."""
+        return self._in_head_order(super().logits(x), x.shape[1])
 
     def attention_matrix(self, x, weights=None) -> Float[Array, "heads n n"]:
-        """Each head's attention matrix, stacked: (heads, n, n)."""
-        return jnp.stack([head.attention_matrix(x, weights) for head in self.heads])
+        """Each head's attention matrix, in the order of ``heads``: (heads, n, n)."""
+        return self._in_head_order(super().attention_matrix(x, weights), x.shape[1])
 
-    def attention_output(self, x, weights=None):
-        """Σ_h Σ_j a^h_ij V_h x_j before the projection (one projection outside the sum)."""
-        return sum(head.attention_output(x, weights) for head in self.heads)
+    def _in_head_order(self, stacked, d: int):
+        order = [i for group in self._groups(d) for i in group]
+        return stacked[np.argsort(np.asarray(order))]
 
 
 __all__ = ["SelfAttention", "MultiHeadAttention", "project_rows"]

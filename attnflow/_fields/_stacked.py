@@ -1,12 +1,10 @@
 """Multi-head attention with the heads stored as stacked arrays (vectorised over heads)."""
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import check_beta, check_shape_tokens
-from ._base import AbstractAttention
-from ._kernel import attention, attention_matrix
+from ._base import AbstractAttention, AttentionScores
 
 
 class StackedMultiHeadAttention(AbstractAttention):
@@ -69,43 +67,21 @@ class StackedMultiHeadAttention(AbstractAttention):
                 f"d = {self.Q.shape[-1]}"
             )
 
-    def _head_scores(self, x, weights):
-        Q, K, V = (jnp.asarray(m, x.dtype) for m in (self.Q, self.K, self.V))
-        queries = jnp.asarray(self.beta, x.dtype) * jnp.einsum("hkd,nd->hnk", Q, x)
-        keys = jnp.einsum("hkd,nd->hnk", K, x)
-        values = jnp.einsum("hed,md->hme", V, x)
-        return queries, keys, values, weights
-
     def scores(self, x, weights):
-        raise TypeError(
-            "StackedMultiHeadAttention has one set of scores per head: see attention_matrices"
+        """q^h_i = β Q_h x_i, k^h_j = K_h x_j, v^h_j = c V_h x_j on the head axis (softmax)."""
+        Q, K, V = (jnp.asarray(m, x.dtype) for m in (self.Q, self.K, self.V))
+        return AttentionScores(
+            queries=jnp.asarray(self.beta, x.dtype) * jnp.einsum("hkd,nd->hnk", Q, x),
+            keys=jnp.einsum("hkd,nd->hnk", K, x),
+            values=jnp.asarray(self.scale, x.dtype) * jnp.einsum("hed,md->hme", V, x),
+            weights=weights,
         )
-
-    def logits(self, x: Float[Array, "n d"]) -> Float[Array, "heads n n"]:
-        """β⟨Q_h x_i, K_h x_j⟩ for every head: (heads, n, n)."""
-        self.check_tokens(x)
-        queries, keys, _, _ = self._head_scores(x, None)
-        return jnp.einsum("hnk,hmk->hnm", queries, keys)
 
     def attention_matrices(
         self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
     ) -> Float[Array, "heads n n"]:
-        """The H row-stochastic attention matrices a^h."""
-        self.check_tokens(x)
-        queries, keys, _, w = self._head_scores(x, self._weights(weights, x.shape[0]))
-        return jax.vmap(lambda q, k: attention_matrix(q, k, weights=w))(queries, keys)
-
-    attention_matrix = attention_matrices
-
-    def attention_output(self, x, weights=None):
-        """c Σ_h Σ_j a^h_ij V_h x_j before the projection (heads vectorised through the kernel)."""
-        self.check_tokens(x)
-        queries, keys, values, w = self._head_scores(x, self._weights(weights, x.shape[0]))
-        block = self._block_size(x.shape[0])
-        per_head = jax.vmap(lambda q, k, v: attention(q, k, v, weights=w, block_size=block))(
-            queries, keys, values
-        )
-        return self.scale.astype(x.dtype) * jnp.sum(per_head, axis=0)
+        """The H row-stochastic attention matrices a^h (= ``attention_matrix``)."""
+        return self.attention_matrix(x, weights)
 
 
 __all__ = ["StackedMultiHeadAttention"]

@@ -1,6 +1,6 @@
 """``attnflow landscape``: survey the critical points of E_β over a grid of (d, n, β) (Problem 3).
 
-For each system, :func:`attnflow.survey_critical_points` seeds Newton searches from random
+For each system, :func:`attnflow.landscape.survey_critical_points` seeds Newton searches from random
 starts, metastable states of the (SA) flow and symmetric configurations, deduplicates modulo
 rotation and permutation, and classifies. Prints a table; writes ``landscape.csv`` (one row per
 distinct critical point) and ``landscape.json`` (arguments, one summary per system, and whether
@@ -167,7 +167,7 @@ def run(args) -> int:
         for n in args.n:
             for beta in args.beta:
                 key, sub = jr.split(key)
-                survey = af.survey_critical_points(
+                survey = af.landscape.survey_critical_points(
                     n,
                     d,
                     beta,

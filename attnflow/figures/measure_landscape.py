@@ -1,8 +1,8 @@
 """Types of the extremisers of E(μ) = ∬ e^{xᵀDy} dμ dμ over measures on the circle, for
 diagonal D = diag(d1, d2) (BKKRW, arXiv:2501.03096, cf. their Figs. 6–7): maximisers (left) and
-minimisers (right), computed with :func:`attnflow.maximize_measure_energy` /
-:func:`attnflow.minimize_measure_energy` (grid of ``points`` candidates, particle moves, three
-starts: uniform, mass near e2, mass near e1; the best is kept), with the proven boundaries
+minimisers (right), computed with :func:`attnflow.landscape.maximize_measure_energy` /
+:func:`attnflow.landscape.minimize_measure_energy` (grid of ``points`` candidates, particle moves,
+three starts: uniform, mass near e2, mass near e1; the best is kept), with the proven boundaries
 overlaid:
 
 - maximisers: Dirac at a top eigenvector where λ_max > log cosh λ_min, antipodal pair below
@@ -44,7 +44,7 @@ def compute(params: dict):
 
     jax.config.update("jax_enable_x64", True)
     values = np.linspace(-params["extent"], params["extent"], params["values"])
-    points = af.sphere_points(params["points"], 2)
+    points = af.landscape.sphere_points(params["points"], 2)
     xy = np.asarray(points)
     starts = [None, np.exp(5 * xy[:, 1] ** 2), np.exp(5 * xy[:, 0] ** 2)]
     shape = (len(values), len(values))
@@ -60,11 +60,11 @@ def compute(params: dict):
     for i, d1 in enumerate(values):
         for j, d2 in enumerate(values):
             D = np.diag([d1, d2])
-            r = _best(af.maximize_measure_energy, D, points, starts, True)
+            r = _best(af.landscape.maximize_measure_energy, D, points, starts, True)
             data["max_kind"][i, j] = KINDS.index(r.kind())
             data["max_energy"][i, j] = float(r.energy)
             data["max_proven"][i, j] = theory.maximum_energy(D)
-            r = _best(af.minimize_measure_energy, D, points, starts, False)
+            r = _best(af.landscape.minimize_measure_energy, D, points, starts, False)
             data["min_kind"][i, j] = KINDS.index(r.kind())
             data["min_energy"][i, j] = float(r.energy)
             proven = theory.minimizer(D)

@@ -66,7 +66,7 @@ def save_times(beta: float, normalization: str, num_times: int) -> np.ndarray:
 @functools.partial(jax.jit, static_argnames=("normalization",))
 def _integrate(theta0, beta, ts, normalization):
     def field(t, theta, args):
-        return af.circle_field(theta, beta, normalization=normalization)
+        return af.landscape.circle_field(theta, beta, normalization=normalization)
 
     def one(theta):
         sol = diffrax.diffeqsolve(

@@ -22,8 +22,8 @@ Why angles and an implicit solver: collapsed clusters contract at rate ~ e^β wh
 before a merge at gap u lasts ~ e^{−β cos u}: a stiffness ratio e^{β(1 − cos u)}, up to e^{2β}.
 An explicit solver (or :func:`attnflow.solve` in R^{n×2}, whose renormalisation re-injects
 rounding into the stiff modes) needs ~ e^β steps per unit time; the L-stable Kvaerno5 with a
-Newton solve on the angle ODE (:func:`attnflow.circle_field`) crosses 15+ decades of time in a
-few hundred steps in float64
+Newton solve on the angle ODE (:func:`attnflow.landscape.circle_field`) crosses 15+ decades of
+time in a few hundred steps in float64
 (measured: n = 32, β = 12, 644 steps; n = 64, β = 12, 673 steps, rtol = 1e-8). Larger β needs a
 looser tolerance (β = 16 ran at rtol = 1e-6 in 581 steps but not at 1e-8 within 3000): the
 error estimate then sees rounding amplified by the stiffness. The test suite checks the run
@@ -105,7 +105,7 @@ def save_times(beta: float, t1: float, num_times: int) -> np.ndarray:
 @functools.partial(jax.jit, static_argnames=("max_steps",))
 def _integrate(theta0, beta, ts, rtol, atol, max_steps):
     def field(t, theta, args):
-        return af.circle_field(theta, beta, normalization="n")
+        return af.landscape.circle_field(theta, beta, normalization="n")
 
     solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=rtol, atol=atol))
     sol = diffrax.diffeqsolve(

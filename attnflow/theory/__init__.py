@@ -11,12 +11,12 @@ from .._homogenized import (
     homogenized_critical_beta as homogenized_critical_beta,
     homogenized_pair_coefficients as homogenized_pair_coefficients,
 )
-from .._landscape._circle import (
+from ..landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
     tau_star as tau_star,
 )
-from .._landscape._configurations import (
+from ..landscape._configurations import (
     KNOWN_SPECTRA as KNOWN_SPECTRA,
     cell600 as cell600,
     cross_polytope as cross_polytope,

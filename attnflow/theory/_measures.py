@@ -168,7 +168,7 @@ def minimizer(D, *, tol: float = 1e-12):
     - ``"uniform"``: D = βI, β > 0: σ, E = Γ(d/2)(2/β)^{d/2−1} I_{d/2−1}(β) (points ``None``).
 
     Other D (positive definite anisotropic, or indefinite with λ_max > |λ_min|) have no closed
-    form here: ``None``; use :func:`attnflow.minimize_measure_energy`.
+    form here: ``None``; use :func:`attnflow.landscape.minimize_measure_energy`.
 
     Example:
         >>> import numpy as np

@@ -114,7 +114,7 @@ def hessian_vector_product(
         >>> x = af.random_tokens(jr.key(0), 6, 3)
         >>> b = af.tangent_basis(x)
         >>> v = b[:, 0, :]
-        >>> hv = af.hessian_vector_product(e, x, v)
+        >>> hv = af.landscape.hessian_vector_product(e, x, v)
         >>> h = af.riemannian_hessian(e, x)
         >>> coords = jnp.einsum("nkd,nd->nk", b, hv).ravel()
         >>> bool(jnp.allclose(coords, h @ jnp.einsum("nkd,nd->nk", b, v).ravel()))
@@ -175,9 +175,9 @@ def rotation_orbit_basis(x: Float[Array, "n d"], rtol: float = 1e-6) -> Float[Ar
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> af.rotation_orbit_basis(af.random_tokens(jr.key(0), 5, 3)).shape  # so(3) acts freely
+        >>> af.landscape.rotation_orbit_basis(af.random_tokens(jr.key(0), 5, 3)).shape  # so(3) free
         (10, 3)
-        >>> af.rotation_orbit_basis(jnp.tile(jnp.array([[0.0, 0.0, 1.0]]), (5, 1))).shape
+        >>> af.landscape.rotation_orbit_basis(jnp.tile(jnp.array([[0.0, 0.0, 1.0]]), (5, 1))).shape
         (10, 2)
     """
     x = check_tokens(x, "x")
@@ -213,7 +213,9 @@ def hessian_extreme_eigenvalues(
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> e, x = af.InteractionEnergy(1.0), af.random_tokens(jr.key(1), 30, 3)
-        >>> lo, hi = af.hessian_extreme_eigenvalues(e, x, num_iterations=40, remove_orbit=False)
+        >>> lo, hi = af.landscape.hessian_extreme_eigenvalues(
+        ...     e, x, num_iterations=40, remove_orbit=False
+        ... )
         >>> dense = jnp.linalg.eigvalsh(af.riemannian_hessian(e, x))
         >>> bool(jnp.allclose(jnp.array([lo, hi]), dense[jnp.array([0, -1])], rtol=1e-8))
         True

@@ -48,7 +48,7 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
 
     Example:
         >>> import attnflow as af
-        >>> af.sphere_points(8, 2).shape, af.sphere_points(100, 3).shape
+        >>> af.landscape.sphere_points(8, 2).shape, af.landscape.sphere_points(100, 3).shape
         ((8, 2), (100, 3))
     """
     if isinstance(num_points, bool) or not isinstance(num_points, (int, np.integer)):
@@ -112,7 +112,7 @@ def measure_energy(D, points, weights=None) -> Float[Array, ""]:
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> x = jnp.array([[1.0, 0.0], [-1.0, 0.0]])
-        >>> round(float(af.measure_energy(-jnp.eye(2), x)), 6)   # cosh 1
+        >>> round(float(af.landscape.measure_energy(-jnp.eye(2), x)), 6)   # cosh 1
         1.543081
     """
     D, points, weights = _prepare(D, points, weights)
@@ -127,7 +127,7 @@ def first_variation(D, points, weights=None, at=None) -> Float[Array, " m"]:
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> x = jnp.array([[1.0, 0.0]])
-        >>> af.first_variation(jnp.eye(2), x, at=jnp.array([[0.0, 1.0]])).tolist()  # 2 e^0
+        >>> af.landscape.first_variation(jnp.eye(2), x, at=jnp.array([[0.0, 1.0]])).tolist()  # 2e^0
         [2.0]
     """
     D, points, weights = _prepare(D, points, weights)
@@ -147,7 +147,7 @@ def wasserstein_gradient(D, points, weights=None, at=None) -> Float[Array, "m d"
         >>> import jax.numpy as jnp, attnflow as af
         >>> D = jnp.diag(jnp.array([2.0, 1.0]))
         >>> x = jnp.array([[1.0, 0.0]])                   # δ_{e1}: e1 is an eigenvector
-        >>> float(jnp.abs(af.wasserstein_gradient(D, x)).max())
+        >>> float(jnp.abs(af.landscape.wasserstein_gradient(D, x)).max())
         0.0
     """
     D, points, weights = _prepare(D, points, weights)
@@ -174,8 +174,8 @@ def measure_stationarity(D, points, weights=None, *, maximize: bool = False):
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> x = af.sphere_points(64, 2)                  # uniform measure, D² = I
-        >>> s_w, s_x, gap = af.measure_stationarity(jnp.diag(jnp.array([1.0, -1.0])), x)
+        >>> x = af.landscape.sphere_points(64, 2)                  # uniform measure, D² = I
+        >>> s_w, s_x, gap = af.landscape.measure_stationarity(jnp.diag(jnp.array([1.0, -1.0])), x)
         >>> bool(s_w < 1e-6 and s_x < 1e-6)
         True
     """
@@ -565,7 +565,8 @@ def minimize_measure_energy(
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> r = af.minimize_measure_energy(jnp.diag(jnp.array([1.0, 1.2])), num_points=200)
+        >>> D = jnp.diag(jnp.array([1.0, 1.2]))
+        >>> r = af.landscape.minimize_measure_energy(D, num_points=200)
         >>> float(r.weight_stationarity) < 1e-5
         True
         >>> r.kind()
@@ -633,7 +634,7 @@ def maximize_measure_energy(
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> D = jnp.diag(jnp.array([-1.0, -0.2]))     # D < 0: the antipodal pair on e1
-        >>> r = af.maximize_measure_energy(D, num_points=64, move_particles=True)
+        >>> r = af.landscape.maximize_measure_energy(D, num_points=64, move_particles=True)
         >>> r.kind(), round(float(r.energy), 6)
         ('antipodal pair', 1.543081)
     """

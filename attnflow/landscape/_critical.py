@@ -1,6 +1,6 @@
 """Critical points of energies on (S^{d-1})^n: Newton-type search and Hessian classification.
 
-Same conventions as :mod:`attnflow._landscape._hessian`: product round metric, ``weights``
+Same conventions as :func:`attnflow.riemannian_hessian`: product round metric, ``weights``
 handed to the energy (None: its default).
 """
 
@@ -242,7 +242,8 @@ def classify_critical_point(
 
     Computes the Riemannian Hessian H (:func:`attnflow.riemannian_hessian`), removes the zero
     modes of the rotation orbit — the span of (B x_i)_i, B skew, which H annihilates at a
-    critical point because E(e^{tB}x) is constant (:func:`attnflow.rotation_orbit_basis`) — and
+    critical point because E(e^{tB}x) is constant
+    (:func:`attnflow.landscape.rotation_orbit_basis`) — and
     diagonalises H on the orthogonal complement W: eigenvalues of Wᵀ H W. Then
 
     - all < 0: "local maximum"; all > 0: "local minimum"; both signs: "strict saddle";

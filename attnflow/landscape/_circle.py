@@ -32,7 +32,7 @@ def circle_tokens(theta: Float[ArrayLike, " n"]) -> Float[Array, "n 2"]:
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> af.circle_tokens(jnp.array([0.0, jnp.pi / 2])).round(6).tolist()
+        >>> af.landscape.circle_tokens(jnp.array([0.0, jnp.pi / 2])).round(6).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
     """
     theta = _check_angles(theta)
@@ -44,7 +44,7 @@ def circle_angles(x: Float[Array, "n 2"]) -> Float[Array, " n"]:
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> float(af.circle_angles(jnp.array([[0.0, 1.0]]))[0]) == float(jnp.pi / 2)
+        >>> float(af.landscape.circle_angles(jnp.array([[0.0, 1.0]]))[0]) == float(jnp.pi / 2)
         True
     """
     if jnp.ndim(x) != 2 or jnp.shape(x)[1] != 2:
@@ -64,7 +64,7 @@ def circle_energy(theta: Float[ArrayLike, " n"], beta) -> Float[Array, ""]:
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> round(float(af.circle_energy(jnp.zeros(3), 1.0)), 6)  # synchrony: e^β/(2β)
+        >>> round(float(af.landscape.circle_energy(jnp.zeros(3), 1.0)), 6)  # synchrony: e^β/(2β)
         1.359141
     """
     theta = _check_angles(theta)
@@ -89,7 +89,7 @@ def circle_field(
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> th = jnp.array([0.0, 0.5])
-        >>> v = af.circle_field(th, 1.0, normalization="n")
+        >>> v = af.landscape.circle_field(th, 1.0, normalization="n")
         >>> round(float(v[0] + v[1]), 12)  # pairwise forces cancel
         0.0
     """
@@ -137,7 +137,7 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> h = af.torus_hessian(jnp.zeros(3), 1.0)
+        >>> h = af.landscape.torus_hessian(jnp.zeros(3), 1.0)
         >>> bool(jnp.allclose(h @ jnp.ones(3), 0.0))  # the rotation mode
         True
     """

@@ -46,7 +46,7 @@ def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
 
     Example:
         >>> import attnflow as af
-        >>> sorted(af.symmetric_configurations(4, 2))
+        >>> sorted(af.landscape.symmetric_configurations(4, 2))
         ['antipodal 1|3', 'antipodal 2|2', 'clusters 3', 'polygon', 'synchronised']
     """
     if n < 2 or d < 2:
@@ -81,9 +81,10 @@ def configuration_signature(x) -> np.ndarray:
 
     Example:
         >>> import numpy as np, attnflow as af
-        >>> x = af.symmetric_configurations(5, 2)["polygon"]
+        >>> x = af.landscape.symmetric_configurations(5, 2)["polygon"]
         >>> moved = x[::-1] @ np.array([[0.0, -1.0], [1.0, 0.0]]).T  # relabel and rotate
-        >>> bool(np.allclose(af.configuration_signature(x), af.configuration_signature(moved)))
+        >>> sig = af.landscape.configuration_signature
+        >>> bool(np.allclose(sig(x), sig(moved)))
         True
     """
     x = np.asarray(x, dtype=np.float64)
@@ -100,7 +101,7 @@ class SurveyPoint:
 
     Attributes:
         x: (n, d) the critical point (NumPy float64).
-        kind: as in :class:`attnflow.Classification`.
+        kind: as in :class:`attnflow.landscape.Classification`.
         eigenvalues: Hessian spectrum with the orbit modes removed (for E_β with weights 1/n).
         num_positive, num_negative, num_zero, orbit_dimension: from the classification.
         energy: E_β(x) with weights 1/n (paper (7.4) on the circle).
@@ -221,7 +222,9 @@ def survey_critical_points(
 
     Example:
         >>> import jax.random as jr, attnflow as af
-        >>> s = af.survey_critical_points(3, 2, 1.0, key=jr.key(0), num_random=4, num_flow=0)
+        >>> s = af.landscape.survey_critical_points(
+        ...     3, 2, 1.0, key=jr.key(0), num_random=4, num_flow=0
+        ... )
         >>> s.counts["local maximum"], s.counterexample
         (1, False)
     """
