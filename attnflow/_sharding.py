@@ -19,9 +19,14 @@ from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float
 
 from ._check import check_positive_scalar, check_shape_tokens
-from ._fields._base import weights_from_args as _weights_from_args
-from ._fields._kernel import DEFAULT_BLOCK_SIZE, attention
-from ._fields._self_attention import MultiHeadAttention, SelfAttention
+from ._fields._base import (
+    AbstractAttention,
+    AttentionScores,
+    attend,
+    query_rows,
+    weights_from_args as _weights_from_args,
+)
+from ._fields._kernel import DEFAULT_BLOCK_SIZE
 from ._solve import solve
 from ._sphere import project_tangent
 
@@ -131,41 +136,44 @@ def _ensemble_program(field, x0, t1, args, solve_kwargs, batched_field, mesh):
     return jax.tree.map(lambda a: a[:batch], sol)
 
 
-def _heads(field) -> tuple[SelfAttention, ...]:
-    if isinstance(field, SelfAttention):
-        return (field,)
-    if isinstance(field, MultiHeadAttention):
-        return field.heads
+def _check_attention(field) -> AbstractAttention:
+    if isinstance(field, AbstractAttention):
+        return field
     raise ValueError(
-        "field: sharded_solve splits the particles of an attention field (SelfAttention or "
-        f"MultiHeadAttention), got {type(field).__name__}; for any other field place x0 with "
-        "jax.device_put(x0, NamedSharding(mesh, P('devices'))) and call jax.jit(attnflow.solve) "
-        "(docs/distributed.md)"
+        "field: sharded_solve splits the particles of an attention field (any "
+        f"attnflow.AbstractAttention), got {type(field).__name__}; for any other field place x0 "
+        "with jax.device_put(x0, NamedSharding(mesh, P('devices'))) and call "
+        "jax.jit(attnflow.solve) (docs/distributed.md)"
     )
 
 
-def _local_attention(heads, x_local, x_all, weights, offset):
-    """Σ_h head_h's output for the local queries against every gathered key, projected.
+def _local_attention(field, x_local, x_all, n, weights, offset):
+    """The field's rows for the local queries against every gathered key, projected.
 
-    Each head's scores come from its own ``scores`` (the one place queries, keys and values are
-    formed; XLA drops the unused gathered queries), and the kernel's blocked path computes the
-    output with the local queries' global offset for the causal mask.
+    The scores of the n real tokens (keys, values, weights, and the bias of every row) come from
+    the field's own ``scores``; the local block of query rows is kept (:meth:`query_rows`) and
+    the kernel, mapped over the heads, runs with the block's global offset for the causal mask.
+    Query rows past n (padding) repeat row 0 and are dropped by the caller.
     """
-    total = 0.0
-    for head in heads:
-        local = head.scores(x_local, None)
-        gathered = head.scores(x_all, weights)
-        total = total + attention(
-            local.queries,
-            gathered.keys,
-            gathered.values,
-            weights=gathered.weights,
-            mask=gathered.mask,
-            normalization=gathered.normalization,
-            block_size=head.block_size or DEFAULT_BLOCK_SIZE,
-            query_offset=offset,
-        )
-    return project_tangent(x_local, total)
+    scores = field.scores(x_all[:n], weights)
+    pad = x_all.shape[0] - n
+    if pad:
+        scores = _pad_queries(scores, pad)
+    local = query_rows(scores, offset, x_local.shape[0])
+    block = field._block_size(n) or DEFAULT_BLOCK_SIZE
+    return project_tangent(x_local, attend(local, block, query_offset=offset))
+
+
+def _pad_queries(scores, pad: int):
+    if not isinstance(scores, AttentionScores):
+        return tuple(_pad_queries(g, pad) for g in scores)
+
+    def padded(a):
+        first = jax.lax.slice_in_dim(a, 0, 1, axis=a.ndim - 2)
+        return jnp.concatenate([a, jnp.repeat(first, pad, axis=a.ndim - 2)], axis=a.ndim - 2)
+
+    bias = None if scores.bias is None else padded(scores.bias)
+    return scores._replace(queries=padded(scores.queries), bias=bias)
 
 
 def sharded_solve(
@@ -191,8 +199,9 @@ def sharded_solve(
     the error norm, and dropped from the output.
 
     Args:
-        field: a :class:`SelfAttention` or :class:`MultiHeadAttention` (any Q, K, V,
-            normalisation, causal mask, ``block_size``).
+        field: any attention field (an :class:`attnflow.AbstractAttention`: SA, USA, causal,
+            multi-head, stacked heads, positional, hardmax, Sinkhorn, causal ALiBi), with any
+            parameters.
         x0: (n, d) initial tokens on the sphere.
         t1: final time.
         args: ``None`` or the measure's weights (n,) (or ``{"weights": w}``), as for the fields.
@@ -212,7 +221,7 @@ def sharded_solve(
         >>> bool(jnp.allclose(sol.ys, ref.ys, atol=1e-6))
         True
     """
-    _heads(field)  # validates the field before any tracing
+    _check_attention(field).check_tokens(x0)  # validates the field before any tracing
     check_shape_tokens(x0, "x0")
     if "stepsize_controller" in solve_kwargs:
         raise ValueError(
@@ -250,7 +259,6 @@ def _single_program(field, x0, t1, weights, rtol, atol, solve_kwargs, mesh):
 
     def on_device(x0_local, real_local, shared_local):
         field_local, t1_local, weights_local, kwargs = eqx.combine(shared_local, shared_static)
-        heads = _heads(field_local)
         offset = jax.lax.axis_index(axis) * n_local
 
         def norm(error):
@@ -262,7 +270,7 @@ def _single_program(field, x0, t1, weights, rtol, atol, solve_kwargs, mesh):
 
         def local_field(t, x_local, _):
             x_all = jax.lax.all_gather(x_local, axis, tiled=True)
-            return _local_attention(heads, x_local, x_all, weights_local, offset)
+            return _local_attention(field_local, x_local, x_all, n, weights_local[:n], offset)
 
         controller = diffrax.PIDController(rtol=rtol, atol=atol, norm=norm)
         sol = solve(local_field, x0_local, t1_local, stepsize_controller=controller, **kwargs)

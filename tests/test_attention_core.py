@@ -257,3 +257,69 @@ def test_field_input_and_parameter_errors():
         af.attention(x, x, x, mask="upper")
     with pytest.raises(ValueError, match="bias: expected shape"):
         af.attention(x, x, x, bias=jnp.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("normalization", ["softmax", "n"])
+def test_uniform_weights_tangents_of_the_field_match_the_plain_field(normalization):
+    """The path every SelfAttention takes (weights None, 1/n inside the kernel): forward and
+    reverse derivatives in x, β, Q, K, V against the plain expression with w_j = 1/n."""
+    x = af.random_tokens(jr.key(7), 8, 3)
+    rng = np.random.default_rng(7)
+    Q, K, V = (jnp.asarray(rng.normal(size=(3, 3))) for _ in range(3))
+    uniform = jnp.full(8, 1.0 / 8)
+    plain_norm = "softmax" if normalization == "softmax" else "sum"
+
+    def with_kernel(beta, Q, K, V, x):
+        field = af.SelfAttention(beta, Q, K, V, normalization=normalization)
+        return field.attention_output(x)
+
+    def plain(beta, Q, K, V, x):
+        return _plain(beta * x @ Q.T, x @ K.T, x @ V.T, uniform, None, None, plain_norm)
+
+    args = (jnp.asarray(0.9), Q, K, V, x)
+    tangents = (jnp.asarray(0.3), *(jnp.asarray(rng.normal(size=a.shape)) for a in args[1:]))
+    np.testing.assert_allclose(with_kernel(*args), plain(*args), rtol=1e-12, atol=1e-13)
+    got = jax.jvp(with_kernel, args, tangents)[1]
+    np.testing.assert_allclose(got, jax.jvp(plain, args, tangents)[1], rtol=1e-11, atol=1e-12)
+    probe = jnp.asarray(rng.normal(size=(8, 3)))
+    grads = jax.grad(lambda *a: jnp.sum(with_kernel(*a) * probe), range(5))(*args)
+    wants = jax.grad(lambda *a: jnp.sum(plain(*a) * probe), range(5))(*args)
+    for g, w in zip(grads, wants, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-12)
+
+
+def test_usa_field_values_against_numpy():
+    """USA, ẋ_i = P_{x_i} (1/n) Σ_j e^{β⟨Qx_i, Kx_j⟩} V x_j, written out in NumPy loops."""
+    x = np.asarray(af.random_tokens(jr.key(8), 6, 3))
+    rng = np.random.default_rng(8)
+    Q, K, V = (rng.normal(size=(3, 3)) for _ in range(3))
+    beta, n = 1.4, 6
+    want = np.zeros_like(x)
+    for i in range(n):
+        out = sum(np.exp(beta * (Q @ x[i]) @ (K @ x[j])) * (V @ x[j]) for j in range(n)) / n
+        want[i] = out - (out @ x[i]) * x[i]
+    got = af.SelfAttention(beta, Q, K, V, normalization="n")(0.0, jnp.asarray(x))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_logits_finite_exactly_where_admissible_and_equal_to_beta_qk(causal):
+    """AbstractAttention.logits: β⟨Qx_i, Kx_j⟩ where j ≤ i (everywhere without a mask), −∞
+    exactly elsewhere; per head for the multi-head fields."""
+    x = np.asarray(af.random_tokens(jr.key(9), 5, 3))
+    rng = np.random.default_rng(9)
+    Q, K = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
+    beta = 0.7
+    want = beta * np.einsum("ik,jk->ij", x @ Q.T, x @ K.T)
+    admissible = np.tril(np.ones((5, 5), bool)) if causal else np.ones((5, 5), bool)
+    logits = np.asarray(af.SelfAttention(beta, Q, K, causal=causal).logits(jnp.asarray(x)))
+    np.testing.assert_array_equal(np.isfinite(logits), admissible)
+    np.testing.assert_allclose(logits[admissible], want[admissible], rtol=1e-13)
+    assert np.all(logits[~admissible] == -np.inf)
+    heads = af.MultiHeadAttention(
+        [af.SelfAttention(beta, Q, K, causal=causal), af.SelfAttention(2.0, causal=False)]
+    ).logits(jnp.asarray(x))
+    assert heads.shape == (2, 5, 5)
+    np.testing.assert_array_equal(np.isfinite(heads[0]), admissible)
+    np.testing.assert_allclose(heads[0][admissible], want[admissible], rtol=1e-13)
+    np.testing.assert_allclose(heads[1], 2.0 * x @ x.T, rtol=1e-13)

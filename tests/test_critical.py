@@ -210,3 +210,34 @@ def test_bad_inputs_are_rejected_with_clear_messages():
         af.find_critical_point(energy, x, max_steps=0)
     with pytest.raises(ValueError, match="energy: expected a callable"):
         af.classify_critical_point("E", x)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_synchronised_tokens_with_the_orbit_kept_are_degenerate(d):
+    """Keeping the rotation orbit adds its d − 1 zero modes to the −e^β/n band:
+    (zero, negative, positive) = (d − 1, (n − 1)(d − 1), 0), hence "degenerate"."""
+    n, beta = 5, 1.3
+    x = jnp.tile(af.normalize(jnp.arange(1.0, d + 1)[None, :]), (n, 1))
+    c = af.classify_critical_point(af.InteractionEnergy(beta), x, remove_orbit=False)
+    assert (c.num_zero, c.num_negative, c.num_positive) == (d - 1, (n - 1) * (d - 1), 0)
+    assert c.kind == "degenerate"
+
+
+def test_polygon_with_the_orbit_kept_is_degenerate_and_a_saddle_with_zeros_stays_a_saddle():
+    """The other boundaries: zero modes with only positive eigenvalues are "degenerate";
+    zero modes beside both signs are a "strict saddle"."""
+    c = af.classify_critical_point(af.InteractionEnergy(1.0), polygon(5), remove_orbit=False)
+    assert (c.num_zero, c.num_negative, c.num_positive) == (1, 0, 4)
+    assert c.kind == "degenerate"
+    # two antipodal groups (Lemma A.2) in d = 3: both signs, plus the kept orbit's zero modes
+    x = jnp.concatenate(
+        [
+            jnp.tile(jnp.array([[0.0, 0.0, 1.0]]), (2, 1)),
+            jnp.tile(jnp.array([[0.0, 0.0, -1.0]]), (3, 1)),
+        ]
+    )
+    kept = af.classify_critical_point(af.InteractionEnergy(1.0), x, remove_orbit=False)
+    removed = af.classify_critical_point(af.InteractionEnergy(1.0), x)
+    assert removed.kind == "strict saddle" and removed.num_zero == 0
+    assert kept.num_zero == 2 and kept.num_positive > 0 and kept.num_negative > 0
+    assert kept.kind == "strict saddle"

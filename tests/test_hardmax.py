@@ -122,3 +122,18 @@ def test_bad_inputs():
         af.HardmaxRescaledAttention(V=jnp.ones((3, 2)))
     with pytest.raises(ValueError, match="x: tokens have dimension d = 2"):
         af.HardmaxSelfAttention(V=jnp.eye(3))(0.0, jnp.ones((4, 2)))
+
+
+def test_weighted_hardmax_follows_the_best_key_of_positive_weight():
+    """With Q = K = I each token leads itself; give it weight 0 and it must follow the best of
+    the keys of positive weight (NumPy argmax), never a key of weight 0."""
+    import jax.random as jr
+
+    x = af.random_tokens(jr.key(5), N, D)
+    w = jnp.asarray([0.0, 1.0, 0.0, 2.0, 1.0, 0.5])
+    gram = np.asarray(x @ x.T)
+    best = [int(np.argmax(np.where(np.asarray(w) > 0, gram[i], -np.inf))) for i in range(N)]
+    field = af.HardmaxSelfAttention()
+    np.testing.assert_allclose(field.attention_output(x, w), np.asarray(x)[best], atol=1e-15)
+    a = field.attention_matrix(x, w)
+    np.testing.assert_array_equal(np.argmax(np.asarray(a), axis=1), best)

@@ -166,3 +166,25 @@ def test_repeated_calls_reuse_the_compiled_program():
     np.testing.assert_allclose(
         sol.ys, af.solve(field, x0, t1, ts=ts, args=w).ys, rtol=0, atol=1e-12
     )
+
+
+def _attention_cases():
+    from test_field_contract import CASES
+
+    return {name: case[0] for name, case in CASES.items() if case[2]}
+
+
+@pytest.mark.parametrize("name", sorted(_attention_cases()))
+def test_sharded_solve_runs_every_attention_field(name):
+    """Every public attention field (the field contract's cases): sharded over 2 devices with
+    7 tokens (one padding token) and non-uniform weights equals the single-device solve."""
+    field = _attention_cases()[name]()
+    assert isinstance(field, af.AbstractAttention)
+    x0 = af.random_tokens(jr.key(11), 7, 3)
+    w = jnp.linspace(0.5, 1.5, 7)
+    ts = jnp.array([0.1, 0.4])
+    sol = af.sharded_solve(field, x0, 0.4, ts=ts, args=w, mesh=_mesh(2))
+    ref = af.solve(field, x0, 0.4, ts=ts, args=w)
+    np.testing.assert_allclose(sol.ys, ref.ys, rtol=0, atol=1e-12)
+    assert int(sol.stats["num_steps"]) == int(ref.stats["num_steps"])
+    assert float(jnp.max(jnp.abs(ref.ys[-1] - x0))) > 1e-3  # the tokens did move
