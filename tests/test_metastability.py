@@ -51,6 +51,16 @@ def test_energy_against_the_authors_fixed_step_scheme():
 
 
 @pytest.mark.parametrize("beta", [100.0, 1000.0])
+def test_usa_mean_angle_is_conserved_along_the_staircase_and_across_merges(beta):
+    # (USA): Σ_i θ̇_i = −Σ_ij sin(θ_i − θ_j) e^{β(cos − 1)} = 0 by antisymmetry, in s as in t, and
+    # the merge centre is the mass-weighted mean angle: Σ_i θ_i is conserved through every merge.
+    theta0 = np.array([0.0, 0.21, 0.5, 0.93, 1.31, 1.4, 1.9])
+    run = af.models.rescaled_staircase(theta0, beta)
+    assert run["finished"] and len(run["merges"]) == 6
+    np.testing.assert_allclose(run["theta"].mean(axis=1), theta0.mean(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("beta", [100.0, 1000.0])
 def test_staircase_levels_merges_and_no_nan(beta):
     theta0 = well_prepared(beta)
     run = af.models.rescaled_staircase(theta0, beta)
