@@ -92,7 +92,7 @@ def metastable_growth_rates(
         >>> import attnflow.theory as th
         >>> rates = th.metastable_growth_rates(5.0)
         >>> [round(float(r), 2) for r in rates[:5]]
-        [0.0, 4.87, 14.0, 18.6, 16.34]
+        [0.0, 4.87, 14.0, 18.6, 16.35]
     """
     beta, d = _check_beta_d(beta, d, normalization)
     max_degree = _default_degree(beta) if max_degree is None else int(max_degree)
