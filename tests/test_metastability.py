@@ -51,6 +51,16 @@ def test_energy_against_the_authors_fixed_step_scheme():
 
 
 @pytest.mark.parametrize("beta", [100.0, 1000.0])
+def test_usa_mean_angle_is_conserved_along_the_staircase_and_across_merges(beta):
+    # (USA): Σ_i θ̇_i = −Σ_ij sin(θ_i − θ_j) e^{β(cos − 1)} = 0 by antisymmetry, in s as in t, and
+    # the merge centre is the mass-weighted mean angle: Σ_i θ_i is conserved through every merge.
+    theta0 = np.array([0.0, 0.21, 0.5, 0.93, 1.31, 1.4, 1.9])
+    run = af.models.rescaled_staircase(theta0, beta)
+    assert run["finished"] and len(run["merges"]) == 6
+    np.testing.assert_allclose(run["theta"].mean(axis=1), theta0.mean(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("beta", [100.0, 1000.0])
 def test_staircase_levels_merges_and_no_nan(beta):
     theta0 = well_prepared(beta)
     run = af.models.rescaled_staircase(theta0, beta)
@@ -129,3 +139,101 @@ def test_two_body_time_against_an_ode_solve():
 def test_bad_input_raises(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         af.models.rescaled_staircase(*args, **kwargs)
+
+
+def _circle_rate(beta, k, softmax, eps=1e-4, m=256):
+    """The mean-field (USA/SA) equation ∂_t ρ = −∂_θ(ρ v) on a grid of m angles, for
+    ρ = (1 + ε cos kθ)/(2π), v(θ) = ∫ sin(φ − θ) e^{β cos(θ − φ)} ρ(φ) dφ [/ ∫ e^{β cos} ρ];
+    the rate is the cos kθ coefficient of the central difference in ε, over ε/(2π)."""
+    theta = 2 * np.pi * np.arange(m) / m
+    diff = theta[None, :] - theta[:, None]  # φ − θ
+    kernel = np.exp(beta * np.cos(diff))
+
+    def rhs(e):
+        rho = (1 + e * np.cos(k * theta)) / (2 * np.pi)
+        v = (np.sin(diff) * kernel) @ rho * (2 * np.pi / m)
+        if softmax:
+            v = v / (kernel @ rho * (2 * np.pi / m))
+        flux = np.fft.fft(rho * v)
+        return -np.real(np.fft.ifft(1j * np.fft.fftfreq(m, 1 / m) * flux))
+
+    dot = (rhs(eps) - rhs(-eps)) / (2 * eps)
+    return np.mean(dot * np.cos(k * theta)) * 2 / (1 / (2 * np.pi))
+
+
+@pytest.mark.parametrize("softmax", [False, True])
+def test_circle_growth_rates_against_the_discretised_mean_field_equation(softmax):
+    import attnflow.theory as th
+
+    for beta in (1.0, 5.0, 12.0):
+        rates = th.metastable_growth_rates(
+            beta, normalization="softmax" if softmax else "n", max_degree=8
+        )
+        numeric = [_circle_rate(beta, k, softmax) for k in range(1, 9)]
+        np.testing.assert_allclose(rates[1:], numeric, rtol=1e-8, atol=1e-10 * rates.max())
+
+
+def _sphere_rate(beta, ell, eps=1e-3, h=1e-3, thetas=(0.35, 0.9, 2.3)):
+    """d = 3, zonal ρ = ρ₀(1 + ε P_ℓ(cos θ)), ρ₀ = 1/(4π): v(x) = P_x ∫ e^{β⟨x,y⟩} y ρ(y) dσ(y)
+    by Gauss–Legendre (cos θ') × trapezoid (azimuth) quadrature, ∂_t ρ = −(1/sin θ)
+    ∂_θ(sin θ ρ v_θ) by central differences in θ and in ε; returns rate / (ρ₀ P_ℓ(cos θ))."""
+    from numpy.polynomial import legendre
+
+    t, wt = legendre.leggauss(80)
+    phi = 2 * np.pi * np.arange(96) / 96
+    s = np.sqrt(1 - t**2)
+    y = np.stack(
+        [s[:, None] * np.cos(phi)[None], s[:, None] * np.sin(phi)[None], t[:, None] + 0 * phi]
+    ).reshape(3, -1)
+    w = (wt[:, None] * np.full(96, 2 * np.pi / 96)[None]).reshape(-1)
+    p_ell = legendre.Legendre.basis(ell)
+    rho0 = 1 / (4 * np.pi)
+
+    def flux(theta, e):
+        x = np.array([np.sin(theta), 0.0, np.cos(theta)])
+        e_theta = np.array([np.cos(theta), 0.0, -np.sin(theta)])
+        rho_y = rho0 * (1 + e * p_ell(y[2]))
+        v = (y * np.exp(beta * (x @ y)) * rho_y * w).sum(axis=1)
+        return np.sin(theta) * rho0 * (1 + e * p_ell(np.cos(theta))) * (v @ e_theta)
+
+    out = []
+    for theta in thetas:
+
+        def dot(e, theta=theta):
+            return -(flux(theta + h, e) - flux(theta - h, e)) / (2 * h) / np.sin(theta)
+
+        linear = (dot(eps) - dot(-eps)) / (2 * eps)
+        out.append(linear / (rho0 * p_ell(np.cos(theta))))
+    return np.array(out)
+
+
+def test_sphere_growth_rates_against_the_discretised_mean_field_equation():
+    import attnflow.theory as th
+
+    for beta in (2.0, 6.0):
+        rates = th.metastable_growth_rates(beta, 3, max_degree=4)
+        for ell in (1, 2, 3, 4):
+            np.testing.assert_allclose(_sphere_rate(beta, ell), rates[ell], rtol=1e-5)
+
+
+def test_metastable_cluster_count():
+    from scipy.special import iv
+
+    import attnflow.theory as th
+
+    # The paper's Fig. 4: β = 5 on the circle gives 3 clusters; brute-force argmax of k² I_k(β).
+    assert th.metastable_cluster_count(5.0) == 3
+    for beta in (0.5, 3.0, 20.0, 150.0):
+        k = np.arange(1, 60)
+        assert th.metastable_cluster_count(beta) == 1 + int(np.argmax(k**2 * iv(k, beta)))
+        # d = 4: ℓ(ℓ + 2) I_{ℓ+1}(β).
+        assert th.metastable_cluster_count(beta, 4) == 1 + int(
+            np.argmax(k * (k + 2) * iv(k + 1, beta))
+        )
+    # Past overflow of I_k: computed in logs, near √(2β).
+    big = th.metastable_cluster_count(1e5)
+    assert abs(big - np.sqrt(2e5)) < 2
+    with pytest.raises(ValueError, match="d: expected"):
+        th.metastable_cluster_count(5.0, 1)
+    with pytest.raises(ValueError, match="beta"):
+        th.metastable_growth_rates(-1.0)

@@ -59,4 +59,8 @@ from ._measures import (
     uniform_potential as uniform_potential,
     uniform_wasserstein_gradient as uniform_wasserstein_gradient,
 )
-from ._metastability import two_body_log_time as two_body_log_time
+from ._metastability import (
+    metastable_cluster_count as metastable_cluster_count,
+    metastable_growth_rates as metastable_growth_rates,
+    two_body_log_time as two_body_log_time,
+)

@@ -2,6 +2,10 @@
 metastable clusters and the staircase bounds."""
 
 import math
+from typing import Literal
+
+import numpy as np
+import scipy.special
 
 
 def two_body_log_time(gap: float, mass: float, beta: float) -> float:
@@ -20,3 +24,103 @@ def two_body_log_time(gap: float, mass: float, beta: float) -> float:
         limit=200,
     )
     return peak + math.log(max(value, 1e-300)) - math.log(mass)
+
+
+def _check_beta_d(beta, d, normalization):
+    if np.ndim(beta) != 0 or not (math.isfinite(float(beta)) and float(beta) > 0):
+        raise ValueError(f"beta: expected a finite scalar > 0, got {beta!r}")
+    if not (isinstance(d, (int, np.integer)) and d >= 2):
+        raise ValueError(f"d: expected an integer >= 2 (tokens on S^(d-1)), got {d!r}")
+    if normalization not in ("n", "softmax"):
+        raise ValueError(
+            f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
+        )
+    return float(beta), int(d)
+
+
+def _log_growth_rates(beta, d, normalization, max_degree):
+    """log λ_ℓ for ℓ = 1, …, max_degree (see :func:`metastable_growth_rates`), overflow-free."""
+    ell = np.arange(1, max_degree + 1, dtype=float)
+    nu = d / 2 - 1
+    # log I_ν(β) = log ive(ν, β) + β; ive underflows to 0 only far past the maximum.
+    with np.errstate(divide="ignore"):
+        log_i = np.log(scipy.special.ive(ell + nu, beta)) + beta
+    out = np.log(ell * (ell + d - 2)) + log_i - math.log(beta)
+    if normalization == "softmax":
+        return out - (math.log(scipy.special.ive(nu, beta)) + beta)
+    return out + (nu * math.log(2) + math.lgamma(d / 2) - nu * math.log(beta))
+
+
+def _default_degree(beta):
+    # λ_ℓ ∝ ℓ² e^{−ℓ²/(2β)} for large β: the maximum sits near √(2β).
+    return int(math.ceil(4 * math.sqrt(beta))) + 8
+
+
+def metastable_growth_rates(
+    beta: float,
+    d: int = 2,
+    *,
+    normalization: Literal["n", "softmax"] = "n",
+    max_degree: int | None = None,
+) -> np.ndarray:
+    r"""Growth rates λ_ℓ of the mean-field equation linearised around the uniform measure on
+    S^{d−1}, for the spherical harmonics of degree ℓ = 0, 1, …, ``max_degree``
+    (Bruno–Pasqualotto–Agazzi, arXiv:2410.23228, §4, the linear phase; Fourier modes e^{ikθ}
+    on the circle).
+
+    The mean-field (USA) equation ∂_t ρ + div(ρ ∇(W∗ρ)/β) = 0, W∗ρ(x) = ∫ e^{β⟨x,y⟩} ρ(y) dσ(y),
+    linearised at ρ₀ = 1/|S^{d−1}| gives ∂_t ρ₁ = −(ρ₀/β) Δ(W∗ρ₁). By Funk–Hecke,
+    W∗Y_ℓ = (2π)^{d/2} β^{1−d/2} I_{ℓ+d/2−1}(β) Y_ℓ and −ΔY_ℓ = ℓ(ℓ+d−2) Y_ℓ, so
+
+        λ_ℓ = ℓ(ℓ+d−2) 2^{d/2−1} Γ(d/2) β^{−d/2} I_{ℓ+d/2−1}(β)             (USA),
+        λ_ℓ = ℓ(ℓ+d−2) I_{ℓ+d/2−1}(β) / (β I_{d/2−1}(β))                   (SA),
+
+    the latter since (SA) divides the field by Z = ρ₀ W∗1 and W∗ρ₀ is constant. On the circle
+    (d = 2) λ_k = k² I_k(β)/β (USA), k² I_k(β)/(β I_0(β)) (SA). λ_0 = 0 (mass is conserved).
+    Rates overflow to inf for β ≳ 700; :func:`metastable_cluster_count` works in logs.
+
+    Args:
+        beta: β > 0.
+        d: ambient dimension, tokens on S^{d−1} (d ≥ 2).
+        normalization: ``"n"`` (USA, default) or ``"softmax"`` (SA).
+        max_degree: the largest ℓ (default ⌈4√β⌉ + 8, past the maximum near √(2β)).
+
+    Returns:
+        (max_degree + 1,) float64 array, entry ℓ the rate of degree ℓ.
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> rates = th.metastable_growth_rates(5.0)
+        >>> [round(float(r), 2) for r in rates[:5]]
+        [0.0, 4.87, 14.0, 18.6, 16.35]
+    """
+    beta, d = _check_beta_d(beta, d, normalization)
+    max_degree = _default_degree(beta) if max_degree is None else int(max_degree)
+    if max_degree < 1:
+        raise ValueError(f"max_degree: expected an integer >= 1, got {max_degree!r}")
+    rates = np.exp(_log_growth_rates(beta, d, normalization, max_degree))
+    return np.concatenate([[0.0], rates])
+
+
+def metastable_cluster_count(beta: float, d: int = 2) -> int:
+    r"""The predicted structure of the metastable state from the uniform measure: the degree ℓ*
+    that maximises the linearised growth rate λ_ℓ of :func:`metastable_growth_rates`
+    (Bruno–Pasqualotto–Agazzi, arXiv:2410.23228, Theorem 4.3 and its extension to d ≥ 3).
+
+    On the circle (d = 2), ℓ* = argmax_k k² I_k(β) is the number of equally spaced clusters the
+    tokens first form (β = 5 gives 3, the paper's Fig. 4). For d ≥ 3, ℓ* is the degree of the
+    spherical harmonics (Gegenbauer polynomials C_ℓ^{(d−2)/2}) that grow fastest; the argmax of
+    ℓ(ℓ+d−2) I_{ℓ+d/2−1}(β) is the same for (USA) and (SA). For large β, ℓ* ≈ √(2β).
+
+    Args:
+        beta: β > 0.
+        d: ambient dimension (d ≥ 2).
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> th.metastable_cluster_count(5.0), th.metastable_cluster_count(100.0)
+        (3, 14)
+    """
+    beta, d = _check_beta_d(beta, d, "n")
+    log_rates = _log_growth_rates(beta, d, "n", _default_degree(beta))
+    return int(np.argmax(log_rates)) + 1
