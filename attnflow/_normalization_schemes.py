@@ -31,6 +31,7 @@ from jaxtyping import Array, Float
 
 from ._check import check_tokens
 from ._fields._base import AbstractField
+from ._integrators._tolerance import floor_tolerances
 from ._layers import check_num_layers, iterate_layers
 from ._solve import solve as solve_on_sphere
 from ._sphere import normalize, project_tangent
@@ -157,8 +158,7 @@ class AbstractNormalizationScheme(eqx.Module):
                 throw=throw,
             )
         z0 = self._check_stream(z0)
-        if jnp.finfo(z0.dtype).bits < 64:
-            rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
+        rtol, atol = floor_tolerances(rtol, atol, z0.dtype)
         saveat = (
             diffrax.SaveAt(t1=True) if ts is None else diffrax.SaveAt(ts=jnp.asarray(ts, z0.dtype))
         )

@@ -27,6 +27,7 @@ from ._fields._base import (
     weights_from_args as _weights_from_args,
 )
 from ._fields._kernel import DEFAULT_BLOCK_SIZE
+from ._integrators._tolerance import floor_tolerances
 from ._solve import solve
 from ._sphere import project_tangent
 
@@ -234,8 +235,7 @@ def sharded_solve(
     dtype = jnp.result_type(x0)
     rtol = check_positive_scalar(rtol, "rtol", what="tolerance")
     atol = check_positive_scalar(atol, "atol", what="tolerance")
-    if jnp.finfo(dtype).bits < 64:
-        rtol, atol = jnp.maximum(rtol, 1e-5), jnp.maximum(atol, 1e-6)
+    rtol, atol = floor_tolerances(rtol, atol, dtype)
     # As arrays (the way solve takes them) t1 and the tolerances are traced, not static.
     t1, rtol, atol = (jnp.asarray(a, dtype) for a in (t1, rtol, atol))
     return _single_program(field, x0, t1, weights, rtol, atol, solve_kwargs, mesh)

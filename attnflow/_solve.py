@@ -18,6 +18,7 @@ from ._check import (
     check_tokens,
     is_traced,
 )
+from ._integrators._tolerance import floor_tolerances
 from ._sphere import unit_rows
 
 
@@ -234,8 +235,7 @@ def solve(
     if max_steps == "auto":
         max_steps = auto_max_steps(t0, t1)
     max_steps = check_max_steps(max_steps)
-    if jnp.finfo(dtype).bits < 64:
-        rtol, atol = jnp.maximum(rtol, 1e-5), jnp.maximum(atol, 1e-6)
+    rtol, atol = floor_tolerances(rtol, atol, dtype)
     # As arrays the tolerances are traced, not static: another tolerance reuses the compiled solve.
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
     # diffrax promotes y to the time dtype: keep times in the tokens' precision.

@@ -7,7 +7,7 @@ import numpy as np
 import scipy.linalg
 from scipy.integrate import RK45
 
-from attnflow._phase._dopri5 import dopri5_step, hermite_coefficients, hermite_value
+from attnflow._integrators._dopri5 import dopri5_step, hermite_coefficients, hermite_value
 
 
 def lotka_volterra(y, xp):

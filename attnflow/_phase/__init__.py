@@ -1,19 +1,20 @@
 """Phase diagrams: P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) on a (β, t) grid (paper Fig. 3 and Fig. 5).
 
 The engine integrates many independent systems with a batched Dormand–Prince 5(4) scheme
-(:mod:`._dopri5`: the tableau of scipy's ``RK45``; cubic Hermite output between steps), each
-system with its own adaptive step size and error control, so a system's trajectory does not
-depend on which other systems share its batch: in float64 results are bitwise invariant to
-``chunk_size``, ``beta_block`` and ``slots``; in float32 XLA may round a batched product
-differently for another batch shape, which moved P by at most 9e-4 (a d = 32 sample of 64
-realisations × 9 β, below the integration error of 2e-3). The systems of one compiled call
-form a queue (:mod:`._queue`): ``slots`` of them are integrated side by side and a slot whose
-system has finished (reached the last save time, or clustered completely) is refilled from the
-queue, so cheap systems (small β, early clustering) never wait for expensive ones. Statistics
-are computed only at the save times, from the dense output, and only in the slots where some
-pair changes status during the step (:mod:`._integrate`). Three state forms
-(:class:`._form.AbstractStateForm`, each with a ``rate`` and a ``clustered`` test), chosen
-automatically by the driver (:mod:`._driver`):
+(:mod:`attnflow._integrators._dopri5`: the tableau and step size rule of scipy's ``RK45``;
+cubic Hermite output between steps), each system with its own adaptive step size and error
+control, so a system's trajectory does not depend on which other systems share its batch: in
+float64 results are bitwise invariant to ``chunk_size``, ``beta_block``, ``slots`` and the
+device preset (:mod:`._settings`); in float32 XLA may round a batched product differently for
+another batch shape, which moves P by rounding only (below the integration error). The systems
+of one compiled call form a queue (:mod:`._queue`): ``slots`` of them are integrated side by
+side and a slot whose system has finished (reached the last save time, or clustered completely)
+is refilled from the queue, so cheap systems (small β, early clustering) never wait for
+expensive ones. Statistics are computed only at the save times, from the dense output, and only
+in the slots where some pair changes status during the step (:mod:`._integrate`).
+
+Three state forms (:class:`._form.AbstractStateForm`, each with a ``rate`` and a ``clustered``
+test), chosen automatically by the driver (:mod:`._driver`):
 
 - V = I, Q = K = I: the log-distances L_ij = log D_ij of the distance matrix
   D = 1 − G = (|x_i − x_j|²/2)_ij (n × n), whose flow is closed (:mod:`._log_distance`,
@@ -33,3 +34,4 @@ from ._driver import (
     phase_diagram as phase_diagram,
     phase_diagram_from_tokens as phase_diagram_from_tokens,
 )
+from ._run import PhaseDiagramResult as PhaseDiagramResult

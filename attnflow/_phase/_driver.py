@@ -1,9 +1,6 @@
 """The phase-diagram driver: picks the state form, pads the realisations × β grid into calls of
 one compiled shape, and sums the exact integer counts over calls and devices."""
 
-import collections
-import functools
-import math
 from typing import Literal
 
 import jax
@@ -18,34 +15,12 @@ from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
 from ._coordinates import Coordinates, reduce_to_span
 from ._distance import Distance
-from ._integrate import integrate
 from ._log_distance import LOG_ZERO, LogDistance, log_floor
+from ._run import Engine, PhaseDiagramResult, run
+from ._settings import engine_settings
 
-
-@functools.partial(jax.jit, static_argnames=("early_stop", "slots", "refill"))
-def _solve_call(
-    form, y0, params, betas, ts, n_r, n_b, rtol, atol, max_steps, *, early_stop, slots, refill
-):
-    """Counts (len(betas), T) summed over realisations for initial states y0 (R, n, m) of
-    ``form``; ``params``: per-realisation arrays (R, …) of ``form.rate``."""
-    # The integrator works on flat states (slots, n·m): XLA's CPU loops over a small minor
-    # dimension (m = 32, or 2 on the circle) run ≈ 4× slower than over n·m.
-    n = form.shape[0]
-    return integrate(
-        form,
-        y0.reshape(y0.shape[0], -1),
-        params,
-        betas,
-        ts,
-        n_r,
-        n_b,
-        rtol,
-        atol,
-        max_steps,
-        slots=slots,
-        refill_size=refill,
-        full=n * (n - 1) if early_stop else None,
-    )
+# The first trial step of every system (None: 0.1 RMS(y/s)/RMS(F(y)/s), see _integrate).
+FIRST_STEP = None
 
 
 def _check_grid(betas, ts):
@@ -70,118 +45,6 @@ def _positive_int(value, name):
     return int(value)
 
 
-def _run(
-    y0,
-    form,
-    params,
-    betas,
-    ts,
-    *,
-    chunk_size,
-    beta_block,
-    slots,
-    rtol,
-    atol,
-    max_steps,
-    progress,
-    n,
-    early_stop,
-):
-    """Drive the jitted solver over realisation chunks × β blocks; exact integer sums.
-
-    ``y0``: (R, n, m) initial states of ``form``; ``params``: per-realisation arrays (R, …),
-    the systems' own parameters of ``form.rate``.
-
-    Calls are dispatched asynchronously round-robin over ``jax.local_devices()`` (with several
-    CPU devices, e.g. ``jax_num_cpu_devices``, calls run in parallel on separate cores).
-    """
-    from tqdm.auto import tqdm
-
-    R = y0.shape[0]
-    dtype = y0.dtype
-    chunk = min(chunk_size, R)
-    block = min(beta_block, len(betas))
-    # Few systems per call: fewer slots (the queue refills 1/8 of them at a time).
-    width = min(slots, chunk * block)
-    refill = max(1, width // 8)
-    n_chunks, n_blocks = math.ceil(R / chunk), math.ceil(len(betas) / block)
-    devices = jax.local_devices()
-    if jnp.finfo(dtype).bits < 64:
-        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)  # the tightest float32 can honour
-    shared = {
-        dev: jax.device_put(
-            (
-                form,
-                jnp.asarray(ts, dtype),
-                jnp.asarray(rtol, dtype),
-                jnp.asarray(atol, dtype),
-                jnp.asarray(max_steps, jnp.int32),
-            ),
-            dev,
-        )
-        for dev in devices
-    }
-    counts = np.zeros((len(betas), len(ts)), np.int64)
-    failed = 0
-    in_flight = collections.deque()
-
-    def collect():
-        nonlocal failed
-        cols, n_b, out, stuck = in_flight.popleft()
-        failed += int(stuck)
-        counts[cols[:n_b]] += np.asarray(out)[:n_b]
-        bar.update(1)
-
-    bar = tqdm(total=n_chunks * n_blocks, disable=not progress, desc="phase diagram", unit="call")
-    task = 0
-    for c in range(n_chunks):
-        # Calls have one shape (one compilation): the last chunk and block are padded by
-        # repetition, and only the first n_r realisations × n_b values of β are integrated.
-        rows = np.minimum(np.arange(c * chunk, (c + 1) * chunk), R - 1)
-        n_r = min(chunk, R - c * chunk)
-        for b in range(n_blocks):
-            cols = np.minimum(np.arange(b * block, (b + 1) * block), len(betas) - 1)
-            n_b = min(block, len(betas) - b * block)
-            dev = devices[task % len(devices)]
-            task += 1
-            y_c, betas_c, params_c = jax.device_put(
-                (
-                    y0[rows],
-                    jnp.asarray(betas[cols], dtype),
-                    {name: a[rows] for name, a in params.items()},
-                ),
-                dev,
-            )
-            form_d, ts_d, rtol_d, atol_d, steps_d = shared[dev]
-            out, stuck = _solve_call(
-                form_d,
-                y_c,
-                params_c,
-                betas_c,
-                ts_d,
-                n_r,
-                n_b,
-                rtol_d,
-                atol_d,
-                steps_d,
-                early_stop=early_stop,
-                slots=width,
-                refill=refill,
-            )
-            in_flight.append((cols, n_b, out, stuck))
-            if len(in_flight) >= 2 * len(devices):
-                collect()
-    while in_flight:
-        collect()
-    bar.close()
-    if failed:
-        raise RuntimeError(
-            f"phase diagram: {failed} of {R * len(betas)} solves did not reach t = {ts[-1]} "
-            f"within max_steps = {max_steps}; raise max_steps or loosen rtol/atol"
-        )
-    return jnp.asarray(counts / (R * n * (n - 1)))
-
-
 def phase_diagram_from_tokens(
     x0: Float[ArrayLike, "realizations n d"],
     *,
@@ -193,20 +56,23 @@ def phase_diagram_from_tokens(
     K=None,
     V=None,
     reduce: bool = True,
-    chunk_size: int = 256,
-    beta_block: int = 8,
-    slots: int = 128,
+    chunk_size: int | None = None,
+    beta_block: int | None = None,
+    slots: int | None = None,
+    backend: str | None = None,
     rtol: float = 1e-3,
     atol: float = 1e-6,
     max_steps: int = 2000,
     progress: bool = False,
-) -> Float[Array, "betas ts"]:
+    statistics: bool = False,
+) -> Float[Array, "betas ts"] | PhaseDiagramResult:
     r"""The clustered fraction averaged over given initial tokens, for every β and save time:
 
         P[b, k] = mean_r  #{(i, j): i ≠ j, ⟨x_i(t_k), x_j(t_k)⟩ ≥ 1 − δ} / (n(n − 1)),
 
     where x^r(t) solves (SA) (or USA) with β = betas[b] from x0[r] — the estimate of
-    P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) of paper Fig. 3. See :func:`phase_diagram` for the solver.
+    P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) of paper Fig. 3 (arXiv:2312.10794). See
+    :func:`phase_diagram` for the solver and the device settings.
 
     Args:
         x0: (R, n, d) initial tokens on the sphere, one system per realisation.
@@ -216,11 +82,13 @@ def phase_diagram_from_tokens(
         reduce: with V = I, simulate in an orthonormal basis of span{x_j(0)} (dimension
             min(n, d); log-distances log(1 − ⟨x_i, x_j⟩) when Q = K = I and d ≥ 3). False
             integrates the tokens in R^d.
-        chunk_size, beta_block: systems per compiled call are chunk_size × beta_block; results
-            do not depend on them (float64; to rounding in float32, see the module docstring).
-        slots: systems integrated side by side within a call (see :func:`phase_diagram`).
+        chunk_size, beta_block, slots, backend: the device layout (see :func:`phase_diagram`);
+            results do not depend on it (float64; to rounding in float32).
         rtol, atol, max_steps: per-system error control of the DP5(4) integrator; max_steps
             counts the (accepted and rejected) steps of one system.
+        progress: report progress (systems done; compilation as its own phase).
+        statistics: return a :class:`attnflow._phase.PhaseDiagramResult` (P with each
+            system's accepted and rejected steps) instead of P.
 
     Returns:
         (len(betas), len(ts)) array of probabilities.
@@ -236,6 +104,20 @@ def phase_diagram_from_tokens(
         raise ValueError(
             f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
         )
+    x0 = _check_x0(x0)
+    betas, ts = _check_grid(betas, ts)
+    delta = _check_delta(delta)
+    engine = _engine(
+        backend, chunk_size, beta_block, slots, rtol, atol, max_steps, progress=progress
+    )
+    B, V = _bilinear_and_value(x0, Q, K, V)
+    y, form, params, early_stop = _state_form(x0, B, V, delta, normalization, reduce)
+    n = x0.shape[1]
+    result = run(y, form, params, betas, ts, engine=engine, n=n, early_stop=early_stop)
+    return result if statistics else result.probability
+
+
+def _check_x0(x0):
     x0 = jnp.asarray(x0)
     if x0.ndim != 3 or x0.shape[-1] < 2 or x0.shape[-2] < 2:
         raise ValueError(
@@ -251,17 +133,39 @@ def phase_diagram_from_tokens(
             f"x0: tokens must lie on the unit sphere (|x_i| = 1 to {tol:.1e}); "
             "project them first with attnflow.normalize"
         )
-    R, n, d = x0.shape
-    betas, ts = _check_grid(betas, ts)
-    delta = _check_delta(delta)
-    rtol = float(check_positive_scalar(rtol, "rtol", what="tolerance"))
-    atol = float(check_positive_scalar(atol, "atol", what="tolerance"))
-    dtype = x0.dtype
+    return x0
+
+
+def _optional_int(value, name):
+    return None if value is None else _positive_int(value, name)
+
+
+def _engine(backend, chunk_size, beta_block, slots, rtol, atol, max_steps, *, progress):
+    """Validated integrator and device settings."""
+    settings = engine_settings(
+        backend,
+        chunk_size=_optional_int(chunk_size, "chunk_size"),
+        beta_block=_optional_int(beta_block, "beta_block"),
+        slots=_optional_int(slots, "slots"),
+    )
+    return Engine(
+        settings=settings,
+        rtol=float(check_positive_scalar(rtol, "rtol", what="tolerance")),
+        atol=float(check_positive_scalar(atol, "atol", what="tolerance")),
+        max_steps=_positive_int(max_steps, "max_steps"),
+        first_step=FIRST_STEP,
+        progress=progress,
+    )
+
+
+def _bilinear_and_value(x0, Q, K, V):
+    """B = QᵀK and V, each (d, d), (R, d, d) or None (the identity)."""
+    R, _, d = x0.shape
     mats = {}
     for name, m in (("Q", Q), ("K", K), ("V", V)):
         if m is None:
             continue
-        m = jnp.asarray(m, dtype)
+        m = jnp.asarray(m, x0.dtype)
         if m.shape not in ((d, d), (R, d, d)):
             raise ValueError(
                 f"{name}: expected shape ({d}, {d}) (shared) or ({R}, {d}, {d}) "
@@ -273,50 +177,38 @@ def phase_diagram_from_tokens(
     B = None
     if "Q" in mats:
         B = jnp.swapaxes(mats["Q"], -1, -2) @ mats["K"]
-    V = mats.get("V")
-    common = dict(
-        chunk_size=_positive_int(chunk_size, "chunk_size"),
-        beta_block=_positive_int(beta_block, "beta_block"),
-        slots=_positive_int(slots, "slots"),
-        rtol=rtol,
-        atol=atol,
-        max_steps=_positive_int(max_steps, "max_steps"),
-        progress=progress,
-        n=n,
-    )
+    return B, mats.get("V")
+
+
+def _state_form(x0, B, V, delta, normalization, reduce):
+    """(initial states, state form, per-system params, early stop) for tokens x0 (R, n, d)."""
+    R, n, d = x0.shape
+    dtype = x0.dtype
     delta_a = jnp.asarray(delta, dtype)
     if V is None and B is None and d == 2:
-        # On the circle the n × n forms drift off the rank-2 Gram matrices (n = 32, float32,
-        # rtol 1e-3: max |ΔP| 0.084 for distances, 0.075 for log-distances, against 0.008 in
-        # coordinates). For d ≥ 3 the log-distance form is faster than span coordinates
-        # (d = 8: 1.34 s against 1.53 s CPU on a 9-β sample) at max |ΔP| 0.007.
-        form = Coordinates((n, d), normalization, delta_a)
-        return _run(x0, form, {}, betas, ts, early_stop=True, **common)
+        # On the circle the n × n forms drift off the rank-2 Gram matrices (measured on the
+        # benchmark page); coordinates stay on them.
+        return x0, Coordinates((n, d), normalization, delta_a), {}, True
+    if V is None and reduce and B is None:
+        # D = 1 − G = |x_i − x_j|²/2 with an exact zero diagonal (clipped at rounding).
+        off = ~jnp.eye(n, dtype=bool)
+        D = jnp.where(off, jnp.maximum(1 - x0 @ jnp.swapaxes(x0, -1, -2), 0), 0)
+        floor = log_floor(delta, dtype)
+        if floor > delta / 16:
+            return D, Distance((n, n), normalization, delta_a), {}, True
+        # log D (coincident tokens, D_ij = 0, start at the smallest normal number)
+        L = jnp.where(off, jnp.log(jnp.maximum(D, jnp.finfo(dtype).tiny)), LOG_ZERO)
+        form = LogDistance((n, n), normalization, delta_a, jnp.asarray(floor, dtype))
+        return L, form, {}, True
     if V is None and reduce:
-        if B is None:
-            # D = 1 − G = |x_i − x_j|²/2 with an exact zero diagonal (clipped at rounding).
-            off = ~jnp.eye(n, dtype=bool)
-            D = jnp.where(off, jnp.maximum(1 - x0 @ jnp.swapaxes(x0, -1, -2), 0), 0)
-            floor = log_floor(delta, dtype)
-            if floor <= delta / 16:
-                # log D (coincident tokens, D_ij = 0, start at the smallest normal number)
-                tiny = jnp.finfo(dtype).tiny
-                L = jnp.where(off, jnp.log(jnp.maximum(D, tiny)), LOG_ZERO)
-                form = LogDistance((n, n), normalization, delta_a, jnp.asarray(floor, dtype))
-                return _run(L, form, {}, betas, ts, early_stop=True, **common)
-            form = Distance((n, n), normalization, delta_a)
-            return _run(D, form, {}, betas, ts, early_stop=True, **common)
-        if B.ndim == 2:
-            B = jnp.broadcast_to(B, (R, d, d))
+        B = jnp.broadcast_to(B, (R, d, d))
         y, B_r = jax.vmap(reduce_to_span)(x0, B)
-        form = Coordinates(y.shape[1:], normalization, delta_a)
-        return _run(y, form, {"B": B_r}, betas, ts, early_stop=True, **common)
+        return y, Coordinates(y.shape[1:], normalization, delta_a), {"B": B_r}, True
     # (d, d) matrices are shared by all systems; (R, d, d) ones are each system's own.
     mats = {name: m for name, m in (("B", B), ("V", V)) if m is not None}
     shared = {name: m for name, m in mats.items() if m.ndim == 2}
     own = {name: m for name, m in mats.items() if m.ndim == 3}
-    form = Coordinates((n, d), normalization, delta_a, **shared)
-    return _run(x0, form, own, betas, ts, early_stop=V is None, **common)
+    return x0, Coordinates((n, d), normalization, delta_a, **shared), own, V is None
 
 
 def _check_delta(delta):
@@ -339,79 +231,82 @@ def phase_diagram(
     normalization: Literal["softmax", "n"] = "softmax",
     ensemble: AttentionEnsemble | None = None,
     shared_weights: bool = False,
-    chunk_size: int = 256,
-    beta_block: int = 8,
-    slots: int = 128,
+    chunk_size: int | None = None,
+    beta_block: int | None = None,
+    slots: int | None = None,
+    backend: str | None = None,
     rtol: float = 1e-3,
     atol: float = 1e-6,
     max_steps: int = 2000,
     dtype=None,
     progress: bool = True,
-) -> Float[Array, "betas ts"]:
+    statistics: bool = False,
+) -> Float[Array, "betas ts"] | PhaseDiagramResult:
     r"""Estimate P(⟨x_1(t), x_2(t)⟩ ≥ 1 − δ) on a (β, t) grid for uniform initial tokens:
-        paper Fig. 3 (SA, Q = K = V = I) and Fig. 5 (random Q, K, V ensembles).
+    Fig. 3 (SA, Q = K = V = I) and Fig. 5 (random Q, K, V ensembles) of arXiv:2312.10794.
 
-        The statistic is the clustered fraction over ordered pairs i ≠ j averaged over
-        ``realizations`` independent systems (each pair is exchangeable with (1, 2), so this is an
-        unbiased, lower-variance estimate of the pair probability).
+    The statistic is the clustered fraction over ordered pairs i ≠ j averaged over
+    ``realizations`` independent systems (each pair is exchangeable with (1, 2), so this is an
+    unbiased, lower-variance estimate of the pair probability).
 
-        **Sampling.** Realisation r draws its tokens (and, per system, its (B, V) from
-        ``ensemble``) from ``jax.random.split(key)``-derived keys, and the *same* draws are used for
-        every β (common random numbers: differences across β are not sampling noise). With
-        ``shared_weights=True`` one (B, V) is drawn for all realisations. Results are deterministic
-        given ``key`` and do not depend on ``chunk_size``/``beta_block`` (bitwise in float64; in
-        float32 to rounding, see the module docstring of ``attnflow._phase``).
+    **Sampling.** Realisation r draws its tokens (and, per system, its (B, V) from
+    ``ensemble``) from ``jax.random.split(key)``-derived keys, and the *same* draws are used
+    for every β (common random numbers: differences across β are not sampling noise). With
+    ``shared_weights=True`` one (B, V) is drawn for all realisations.
 
-        **Span reduction.** With V = I the flow stays in span{x_j(0)}: Q = K = I (d ≥ 3) runs in
-        log-distance form (n × n) with the Gram matrix sampled from the Bartlett factor
-        (:func:`bartlett_tokens`), so d = 1024 costs what d = n costs; other Q, K run in
-        min(n, d) coordinates. General V runs in R^d.
+    **Span reduction.** With V = I the flow stays in span{x_j(0)}: Q = K = I (d ≥ 3) runs in
+    log-distance form (n × n) with the Gram matrix sampled from the Bartlett factor
+    (:func:`bartlett_tokens`), so d = 1024 costs what d = n costs; other Q, K run in
+    min(n, d) coordinates. General V runs in R^d.
 
-        **Solver.** Batched Dormand–Prince 5(4) with an adaptive step and error control per system
-        (``rtol``, ``atol``; RMS norm over the system's state), cubic Hermite output at ``ts`` (from
-    the values and slopes at the ends of each step: no extra field evaluations),
-        compiled once (calls are padded to one shape). Each call integrates chunk_size × beta_block
-        systems as a queue over ``slots`` lanes (a finished system's lane takes the next one), and
-        calls are spread over ``jax.local_devices()`` (set ``jax_num_cpu_devices`` to the number of
-        cores before JAX starts to use them all on a CPU). Unlike the authors' scheme (explicit
-        Euler, step 0.1, which clusters 5–10% late), the error is controlled; with V = I a system
-        that is fully clustered stops early (it stays clustered: the cone spanned by the tokens
-        shrinks).
+    **Solver.** Dormand–Prince 5(4) with scipy's ``RK45`` error control and step size rule per
+    system (``rtol``, ``atol``; RMS norm over the system's state; float32 tolerances are
+    floored at rtol 1e-5, atol 1e-6), cubic Hermite output at ``ts`` (no extra field
+    evaluations). With V = I a fully clustered system stops early (it stays clustered). At
+    the defaults P is accurate to a few 1e-3, about what one merge of two clusters in one
+    realisation moves it by; ``dtype=float32`` gives the same P as float64 at equal tolerance.
 
-        **Defaults**: rtol = 1e-3, atol = 1e-6, applied to the integrated state (log-distances
-        for Q = K = V = I and d ≥ 3). At these tolerances P is accurate to a few 1e-3, about what
-        one merge of two clusters in one realisation moves it by; ``dtype=float32`` gives the
-        same P as float64 at equal tolerance, at lower cost. float32 tolerances are clamped to
-        rtol ≥ 1e-5, atol ≥ 1e-6. The measurements behind these choices are on the benchmark
-        page (docs/benchmarks.md#bench-phase).
+    **Device layout.** Each compiled call integrates chunk_size × beta_block systems as a
+    queue over ``slots`` lanes (a finished system's lane takes the next one); calls are spread
+    over ``jax.local_devices()`` (set ``jax_num_cpu_devices`` before JAX starts to use every
+    CPU core). ``backend`` picks the preset (:mod:`attnflow._phase._settings`): ``"cpu"``
+    (256 × 8 systems per call, 128 in flight, counts summed on the host after each call) or
+    ``"accelerator"`` (1024 × 32 per call, 16384 in flight, counts summed on the device);
+    None reads ``jax.default_backend()``. ``chunk_size``, ``beta_block`` and ``slots`` override
+    the preset. Results are deterministic given ``key`` and do not depend on the layout
+    (bitwise in float64; in float32 to rounding, see the module docstring of
+    ``attnflow._phase``).
 
-        Args:
-            key: PRNG key.
-            n, d: tokens and dimension.
-            betas: 1-d array of β ≥ 0. ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
-            realizations: number of independent systems.
-            delta: clustering threshold δ.
-            normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
-            ensemble: an :class:`AttentionEnsemble` (e.g. ``FIG5_ENSEMBLES["a"]``); None is
-                Q = K = V = I.
-            shared_weights: one (B, V) draw for all systems instead of one per system.
-            chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
-            beta_block: β values per compiled call.
-            slots: systems integrated side by side in a call (memory ∝ slots × n × m; refilled
-                slots/8 at a time); 128 (with chunk_size 256) measured fastest on a 2-core CPU.
-            rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
-            dtype: float dtype (default: JAX's default float).
-            progress: show a tqdm bar over chunks.
+    Args:
+        key: PRNG key.
+        n, d: tokens and dimension.
+        betas: 1-d array of β ≥ 0. ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
+        realizations: number of independent systems.
+        delta: clustering threshold δ.
+        normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
+        ensemble: an :class:`AttentionEnsemble` (e.g. ``FIG5_ENSEMBLES["a"]``); None is
+            Q = K = V = I.
+        shared_weights: one (B, V) draw for all systems instead of one per system.
+        chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
+        beta_block: β values per compiled call.
+        slots: systems integrated side by side in a call (memory ∝ slots × n × m).
+        backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
+        rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
+        dtype: float dtype (default: JAX's default float).
+        progress: report the systems done (a bar on a terminal, log lines otherwise;
+            compilation is reported as its own phase).
+        statistics: return a :class:`attnflow._phase.PhaseDiagramResult`: P with each
+            system's accepted and rejected steps and the evaluation counts.
 
-        Returns:
-            (len(betas), len(ts)) array.
+    Returns:
+        (len(betas), len(ts)) array (or the result with statistics).
 
-        Example:
-            >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-            >>> P = af.phase_diagram(jr.key(0), n=4, d=64, betas=[0.5, 8.0], ts=[0.0, 3.0, 30.0],
-            ...                      realizations=8, progress=False)
-            >>> P.shape, float(P[0, 0]), float(P[0, -1])
-            ((2, 3), 0.0, 1.0)
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> P = af.phase_diagram(jr.key(0), n=4, d=64, betas=[0.5, 8.0], ts=[0.0, 3.0, 30.0],
+        ...                      realizations=8, progress=False)
+        >>> P.shape, float(P[0, 0]), float(P[0, -1])
+        ((2, 3), 0.0, 1.0)
     """
     n = _positive_int(n, "n")
     if n < 2:
@@ -444,7 +339,9 @@ def phase_diagram(
         rtol=rtol,
         atol=atol,
         max_steps=max_steps,
+        backend=backend,
         progress=progress,
+        statistics=statistics,
     )
     if plain:
         y = bartlett_tokens(k_tokens, n, d, (R,), dtype)

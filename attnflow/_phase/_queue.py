@@ -20,6 +20,8 @@ class Slots(NamedTuple):
     """The slot holds a system that is still being integrated."""
     b: Int[Array, " W"]
     """Index of the system's β in the call's β grid (its row of the counts)."""
+    r: Int[Array, " W"]
+    """Index of the system's realisation in the call."""
     beta: Float[Array, " W"]
     """The system's β."""
     params: Any
@@ -34,8 +36,12 @@ class Slots(NamedTuple):
     """Time reached."""
     ptr: Int[Array, " W"]
     """Index of the first save time not yet counted."""
-    steps: Int[Array, " W"]
-    """Steps taken, accepted and rejected."""
+    accepted: Int[Array, " W"]
+    """Accepted steps taken."""
+    rejected: Int[Array, " W"]
+    """Rejected steps taken."""
+    after_rejection: Bool[Array, " W"]
+    """The last step tried was rejected (the next accepted one may not grow the step)."""
 
 
 def refill(slots: Slots, new: Slots, valid: Bool[Array, " k"]) -> tuple[Slots, Int[Array, ""]]:

@@ -1,0 +1,2 @@
+"""The package's integrators, one per kind: the adaptive Dormand–Prince 5(4) stepper
+(:mod:`._dopri5`) and the float32 tolerance floor (:mod:`._tolerance`)."""
