@@ -66,11 +66,6 @@ from ._fields._sinkhorn import (
     SinkhornEnergy as SinkhornEnergy,
     sinkhorn_potentials as sinkhorn_potentials,
 )
-from ._homogenized import (
-    HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
-    homogenized_phase_diagram as homogenized_phase_diagram,
-    solve_homogenized as solve_homogenized,
-)
 from ._kde import kde_mode_count as kde_mode_count, kde_modes as kde_modes
 from ._landscape._circle import (
     circle_angles as circle_angles,
@@ -163,6 +158,11 @@ from ._sphere import (
     random_tokens as random_tokens,
     tangent as tangent,
     tangent_basis as tangent_basis,
+)
+from .models._homogenized import (
+    HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
+    homogenized_phase_diagram as homogenized_phase_diagram,
+    solve_homogenized as solve_homogenized,
 )
 
 __version__ = _metadata.version("attnflow")

@@ -3,18 +3,12 @@
 Functions are grouped by topic in private modules and re-exported here.
 """
 
-from ._homogenized import (
-    homogenized_antipodal_rate as homogenized_antipodal_rate,
-    homogenized_collapse_probability as homogenized_collapse_probability,
-    homogenized_critical_beta as homogenized_critical_beta,
-    homogenized_pair_coefficients as homogenized_pair_coefficients,
-)
-from ._landscape._circle import (
+from .._landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
     tau_star as tau_star,
 )
-from ._landscape._configurations import (
+from .._landscape._configurations import (
     KNOWN_SPECTRA as KNOWN_SPECTRA,
     cell600 as cell600,
     cross_polytope as cross_polytope,
@@ -29,7 +23,7 @@ from ._landscape._configurations import (
     regular_polygon as regular_polygon,
     simplex as simplex,
 )
-from ._theory import (
+from .._theory import (
     clustering_beta as clustering_beta,
     clustering_time as clustering_time,
     cone_collapse_bound as cone_collapse_bound,
@@ -38,12 +32,12 @@ from ._theory import (
     orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
     wendel as wendel,
 )
-from ._theory_kinetic import (
+from .._theory_kinetic import (
     lost_in_the_middle_profile as lost_in_the_middle_profile,
     lost_in_the_middle_threshold as lost_in_the_middle_threshold,
     psi as psi,
 )
-from ._theory_measures import (
+from .._theory_measures import (
     antipodal_energy as antipodal_energy,
     dirac_energy as dirac_energy,
     first_order_minimizer_coefficient as first_order_minimizer_coefficient,
@@ -56,4 +50,10 @@ from ._theory_measures import (
     rectangle_energy as rectangle_energy,
     uniform_potential as uniform_potential,
     uniform_wasserstein_gradient as uniform_wasserstein_gradient,
+)
+from ._homogenized import (
+    homogenized_antipodal_rate as homogenized_antipodal_rate,
+    homogenized_collapse_probability as homogenized_collapse_probability,
+    homogenized_critical_beta as homogenized_critical_beta,
+    homogenized_pair_coefficients as homogenized_pair_coefficients,
 )

@@ -1,0 +1,1 @@
+"""Integrators shared by the package: the fixed-step SDE driver (``_sde``)."""
