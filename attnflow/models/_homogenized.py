@@ -273,7 +273,7 @@ def random_qk_moments(x: Float[Array, "n d"], beta, Q, K):
 
 def _sqrt_psd(C):
     w, U = jnp.linalg.eigh(C)
-    return (U * jnp.sqrt(jnp.clip(w, 0.0))) @ U.T
+    return (U * jnp.sqrt(jnp.clip(w, 0.0))[None, :]) @ U.T
 
 
 def solve_homogenized_random_qk(
