@@ -66,11 +66,6 @@ from ._fields._sinkhorn import (
     SinkhornEnergy as SinkhornEnergy,
     sinkhorn_potentials as sinkhorn_potentials,
 )
-from ._homogenized import (
-    HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
-    homogenized_phase_diagram as homogenized_phase_diagram,
-    solve_homogenized as solve_homogenized,
-)
 from ._layers import iterate_layers as iterate_layers, layers as layers
 from ._metric import (
     AbstractMetric as AbstractMetric,
@@ -114,6 +109,11 @@ from .landscape import (
     classify_critical_point as classify_critical_point,
     find_critical_point as find_critical_point,
     riemannian_hessian as riemannian_hessian,
+)
+from .models._homogenized import (
+    HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
+    homogenized_phase_diagram as homogenized_phase_diagram,
+    solve_homogenized as solve_homogenized,
 )
 
 __version__ = _metadata.version("attnflow")

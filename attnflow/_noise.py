@@ -1,6 +1,5 @@
 """Noisy self-attention: the SDE on (S^{d-1})^n of docs/maths.md §1.10 (GLPR Problem 7)."""
 
-import math
 from collections.abc import Callable
 from typing import Literal
 
@@ -9,18 +8,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
-import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_beta, check_tokens, is_traced
+from ._integrators._sde import check_sde_options, solve_fixed_step_sde
 from ._sphere import project_tangent, unit_rows
-
-# Stochastic Runge–Kutta solvers (SlowRK, SPaRK, ...) also need the Lévy area of each increment.
-_LEVY_AREA = {
-    diffrax.AbstractBrownianIncrement: diffrax.BrownianIncrement,
-    diffrax.AbstractSpaceTimeLevyArea: diffrax.SpaceTimeLevyArea,
-    diffrax.AbstractSpaceTimeTimeLevyArea: diffrax.SpaceTimeTimeLevyArea,
-}
 
 
 def _projector(y, scale):
@@ -117,24 +109,15 @@ def solve_sde(
     """
     x0 = check_tokens(x0, "x0")
     sigma = check_beta(sigma, name="sigma")
-    if brownian not in ("tree", "fast"):
-        raise ValueError(f"brownian: expected 'tree' or 'fast', got {brownian!r}")
+    check_sde_options(dt, brownian)
     if form not in ("stratonovich", "ito"):
         raise ValueError(f"form: expected 'stratonovich' or 'ito', got {form!r}")
     if field is not None and not callable(field):
         raise ValueError(f"field: expected a vector field or None, got {type(field).__name__}")
-    if not is_traced(dt) and not float(dt) > 0:
-        raise ValueError(f"dt: expected a positive step, got {dt}")
     n, d = x0.shape
     dtype = jnp.result_type(x0)
-    if max_steps is None:
-        if is_traced(t0) or is_traced(t1) or is_traced(dt):
-            raise ValueError("max_steps: required when t0, t1 or dt are traced")
-        max_steps = math.ceil((float(t1) - float(t0)) / float(dt) * (1 + 1e-9)) + 1
     if solver is None:
         solver = diffrax.SlowRK() if form == "stratonovich" else diffrax.Euler()
-    # Times in the tokens' dtype: float64 times would silently promote float32 tokens.
-    t0, t1, dt = (jnp.asarray(v, dtype=dtype) for v in (t0, t1, dt))
     sigma = jnp.asarray(sigma, dtype=dtype)
     scale = jnp.sqrt(2 * sigma)
 
@@ -145,50 +128,31 @@ def solve_sde(
             value = value - sigma * (d - 1) * y
         return value
 
-    noise_shape = (d,) if common_noise else (n, d)
-    structure = jax.ShapeDtypeStruct(noise_shape, dtype)
+    noise = jax.ShapeDtypeStruct((d,) if common_noise else (n, d), dtype)
 
     def diffusion(t, y, args):
         r = jnp.linalg.norm(y, axis=-1, keepdims=True)
-        return lx.FunctionLinearOperator(_projector(y, scale * r), structure)
+        return lx.FunctionLinearOperator(_projector(y, scale * r), noise)
 
-    levy = _LEVY_AREA.get(getattr(solver, "minimal_levy_area", None), diffrax.BrownianIncrement)
-    if brownian == "fast":
-        path = diffrax.UnsafeBrownianPath(shape=structure, key=key, levy_area=levy)
-    else:
-        # tol below dt so that the tree resolves every solver step and stage time.
-        path = diffrax.VirtualBrownianTree(
-            t0, t1, tol=dt / 4, shape=structure, key=key, levy_area=levy
-        )
-    terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, path))
     # BacksolveAdjoint rejects SaveAt(fn=...): normalise its saved values afterwards instead.
     backsolve = isinstance(adjoint, diffrax.BacksolveAdjoint)
-    save_fn = {"fn": lambda t, y, args: unit_rows(y)} if normalize and not backsolve else {}
-    if ts is None:
-        saveat = diffrax.SaveAt(t1=True, **save_fn)
-    else:
-        ts = jnp.asarray(ts, dtype=dtype)
-        if ts.ndim != 1:
-            raise ValueError(f"ts: expected a 1-d array of save times, got shape {ts.shape}")
-        if not is_traced(ts) and np.any(np.diff(np.asarray(ts)) < 0):
-            raise ValueError("ts: expected non-decreasing save times")
-        saveat = diffrax.SaveAt(ts=ts, **save_fn)
-    if adjoint is None and brownian == "fast":
-        adjoint = diffrax.ForwardMode()  # diffrax refuses reverse mode through this path
-    kwargs = {} if adjoint is None else {"adjoint": adjoint}
-    sol = diffrax.diffeqsolve(
-        terms,
-        solver,
-        t0=t0,
-        t1=t1,
-        dt0=dt,
-        y0=x0,
-        args=args,
-        saveat=saveat,
-        stepsize_controller=diffrax.ConstantStepSize(),
+    sol = solve_fixed_step_sde(
+        drift,
+        diffusion,
+        noise,
+        x0,
+        t0,
+        t1,
+        dt=dt,
+        key=key,
+        solver=solver,
+        brownian=brownian,
+        ts=ts,
         max_steps=max_steps,
+        adjoint=adjoint,
+        args=args,
         throw=throw,
-        **kwargs,
+        save_fn=(lambda t, y, args: unit_rows(y)) if normalize and not backsolve else None,
     )
     if throw:
         # The raw state overflows (or underflows to 0) when dt is far too large for σ: a step

@@ -148,3 +148,132 @@ def test_notebook_runs_quick(monkeypatch):
     # Collapse probability at T = 20 against the closed form, both sides of β_c(6) ≈ 1.03.
     assert np.all(np.abs(ns["p_sim"] - ns["p_closed"]) < 4 * ns["p_se"] + 0.02)
     assert ns["p_closed"][0] == 1.0 and ns["p_closed"][-1] < 0.8
+
+
+def _numpy_softmax_average(x, beta):
+    """m_i = Σ_j softmax_j(β⟨x_i, x_j⟩) x_j (Q = K = I), in NumPy."""
+    logits = beta * x @ x.T
+    a = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (a / a.sum(axis=1, keepdims=True)) @ x
+
+
+def numpy_euler_maruyama(x0, beta, mu, dt, increments, ito_factor=1.0):
+    """Euler–Maruyama of the docstring's SDE (H), written from the formula: the state y off the
+    sphere, coefficients at y/|y|, P_y = I − y yᵀ/|y|²; returns the normalised states."""
+    d = x0.shape[1]
+    y, out = np.array(x0), [np.array(x0)]
+    for dB in increments:
+        x = y / np.linalg.norm(y, axis=1, keepdims=True)
+        m = _numpy_softmax_average(x, beta)
+        P = np.eye(d)[None] - np.einsum("ia,ib->iab", y, y) / np.sum(y * y, axis=1)[:, None, None]
+        Px = np.eye(d)[None] - np.einsum("ia,ib->iab", x, x)
+        drift = mu * np.einsum("iab,ib->ia", Px, m)
+        drift -= ito_factor * (d - 1) / (2 * d) * np.sum(m * m, axis=1, keepdims=True) * y
+        noise = np.einsum("iab,ib->ia", P, m @ np.asarray(dB).T) / np.sqrt(d)
+        y = y + drift * dt + noise
+        out.append(y / np.linalg.norm(y, axis=1, keepdims=True))
+    return np.stack(out)
+
+
+def test_solve_homogenized_path_by_path_against_numpy_euler_maruyama():
+    # The same Brownian increments (the VirtualBrownianTree of the documented construction) drive
+    # both: every saved state agrees to rounding. An Itô correction off by a factor of 2 moves
+    # |y| towards 1/√2, scales the noise on the directions by √2 and breaks the agreement.
+    import diffrax
+
+    n, d, beta, mu, dt, steps = 3, 4, 1.5, 0.7, 0.05, 20
+    x0 = af.random_tokens(jr.key(4), n, d)
+    key = jr.key(5)
+    grid = dt * np.arange(steps + 1)
+    sol = af.solve_homogenized(x0, grid[-1], beta=beta, key=key, value_mean=mu, dt=dt, ts=grid)
+    tree = diffrax.VirtualBrownianTree(
+        0.0, jnp.asarray(grid[-1]), tol=dt / 4, shape=jax.ShapeDtypeStruct((d, d), jnp.float64),
+        key=key,
+    )  # fmt: skip
+    increments = [tree.evaluate(a, b) for a, b in zip(grid[:-1], grid[1:], strict=True)]
+    reference = numpy_euler_maruyama(np.asarray(x0), beta, mu, dt, increments)
+    np.testing.assert_allclose(np.asarray(sol.ys), reference, atol=1e-9)
+    wrong = numpy_euler_maruyama(np.asarray(x0), beta, mu, dt, increments, ito_factor=2.0)
+    assert np.abs(wrong - reference).max() > 1e-3  # the comparison sees that bug
+
+
+def test_random_qk_moments_against_fresh_monte_carlo():
+    # M_i = E m^θ_i and C_ij = E⟨m^θ_i, m^θ_j⟩ from the quadrature nodes against NumPy draws of
+    # Q, K = G/k^{1/4} written from the law of random_multihead_attention.
+    import attnflow.models as am
+
+    n, d, k, beta = 4, 3, 5, 1.7
+    x = np.asarray(af.random_tokens(jr.key(0), n, d))
+    Q, K = am.random_qk_nodes(jr.key(1), d, nodes=20000, k=k)
+    M, C = am.random_qk_moments(jnp.asarray(x), beta, Q, K)
+    rng = np.random.default_rng(0)
+    R = 40000
+    q = rng.standard_normal((R, k, d)) / k**0.25
+    kk = rng.standard_normal((R, k, d)) / k**0.25
+    logits = beta * np.einsum("rki,rkj->rij", q @ x.T, kk @ x.T)
+    a = np.exp(logits - logits.max(-1, keepdims=True))
+    m = (a / a.sum(-1, keepdims=True)) @ x
+    Cs = np.einsum("rid,rjd->rij", m, m)
+    se_M, se_C = m.std(0) / np.sqrt(R), Cs.std(0) / np.sqrt(R)
+    assert np.all(np.abs(np.asarray(M) - m.mean(0)) < 5 * np.sqrt(2) * se_M + 1e-12)
+    assert np.all(np.abs(np.asarray(C) - Cs.mean(0)) < 5 * np.sqrt(2) * se_C + 1e-12)
+    # Random Q, K average the attention: C_ii < |m_i|² of one fixed draw on average, and the
+    # means differ from the Q = K = I attention average by far more than the error.
+    fixed = _numpy_softmax_average(x, beta)
+    assert np.abs(np.asarray(M) - fixed).max() > 0.05
+
+
+def _rho_moments(samples):
+    mean, var = samples.mean(axis=0), samples.var(axis=0)
+    R = samples.shape[0]
+    fourth = np.mean((samples - mean) ** 4, axis=0)
+    return mean, var, np.sqrt(var / R), np.sqrt((fourth - var**2) / R)
+
+
+def test_random_qk_limit_against_the_discrete_model_at_growing_depth_and_heads():
+    # The paper's model (Q, K, V all resampled per layer and head, diffusive scaling) against
+    # the SDE (HR): E and Var of the three inner products at T = 1, R paths each, at
+    # (L, H) = (4, 1) and (32, 4): each within 4 standard errors, while the Q = K = I
+    # limit (H) is many standard errors off (the comparison can tell the two limits apart).
+    import attnflow.models as am
+
+    n, d, beta, T, R = 3, 4, 2.0, 1.0, 1000
+    x0 = af.random_tokens(jr.key(3), n, d)
+    pairs = (np.array([0, 0, 1]), np.array([1, 2, 2]))
+
+    def rho(x):
+        G = x @ x.T
+        return G[pairs]
+
+    def discrete(L, H):
+        def one(key):
+            f = af.random_multihead_attention(key, d, num_layers=L, num_heads=H, t1=T, beta=beta)
+            return rho(af.layers(f, x0, L, T / L)[-1])
+
+        return np.asarray(jax.jit(jax.vmap(one))(jr.split(jr.key(1), R)))
+
+    def limit(key):
+        sol = am.solve_homogenized_random_qk(
+            x0, T, beta=beta, key=key, dt=T / 32, brownian="fast", nodes=256
+        )
+        return rho(sol.ys[-1])
+
+    sde = np.asarray(jax.jit(jax.vmap(limit))(jr.split(jr.key(2), R)))
+    m_sde, v_sde, se_m_sde, se_v_sde = _rho_moments(sde)
+    errors = []
+    for L, H in ((4, 1), (32, 4)):
+        m, v, se_m, se_v = _rho_moments(discrete(L, H))
+        z_mean = np.abs(m - m_sde) / np.hypot(se_m, se_m_sde)
+        z_var = np.abs(v - v_sde) / np.hypot(se_v, se_v_sde)
+        errors.append(max(z_mean.max(), z_var.max()))
+    assert max(errors) < 4
+    assert float(v_sde.min()) > 0.02  # the noise is real
+    fixed = np.asarray(
+        jax.jit(jax.vmap(lambda k: rho(af.solve_homogenized(
+            x0, T, beta=beta, key=k, dt=T / 32, brownian="fast").ys[-1])))(
+            jr.split(jr.key(2), R))
+    )  # fmt: skip
+    m_f, v_f, se_f, _ = _rho_moments(fixed)
+    z_fixed = np.max(np.abs(m_f - m_sde) / np.hypot(se_f, se_m_sde))
+    print("z-scores of (L, H) = (4, 1), (32, 4); of the fixed-QK limit:", errors, z_fixed)
+    assert z_fixed > 6

@@ -1,7 +1,17 @@
 """Follow-up models of the attention dynamics: limit geometries of the pure (unprojected)
 dynamics by the spectrum of V (arXiv:2305.05465), and the time-rescaled staircase of dynamic
-metastability on the circle with its collision model (arXiv:2410.06833)."""
+metastability on the circle with its collision model (arXiv:2410.06833); the homogenised SDE
+limits of deep random multi-head attention (arXiv:2604.01978)."""
 
+from ._homogenized import (
+    HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
+    homogenized_phase_diagram as homogenized_phase_diagram,
+    random_qk_moments as random_qk_moments,
+    random_qk_nodes as random_qk_nodes,
+    solve_homogenized as solve_homogenized,
+    solve_homogenized_fixed_qk as solve_homogenized_fixed_qk,
+    solve_homogenized_random_qk as solve_homogenized_random_qk,
+)
 from ._limit_geometry import (
     LimitGeometry as LimitGeometry,
     ValueSpectrum as ValueSpectrum,

@@ -5,12 +5,6 @@ arXiv:2312.10794; ``_kinetic``: lost in the middle; ``_measures``: optimal measu
 ``_metastability``: dynamic metastability on the circle) and re-exported here.
 """
 
-from .._homogenized import (
-    homogenized_antipodal_rate as homogenized_antipodal_rate,
-    homogenized_collapse_probability as homogenized_collapse_probability,
-    homogenized_critical_beta as homogenized_critical_beta,
-    homogenized_pair_coefficients as homogenized_pair_coefficients,
-)
 from ..landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
@@ -39,6 +33,12 @@ from ._clustering import (
     orthogonal_inner_product as orthogonal_inner_product,
     orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
     wendel as wendel,
+)
+from ._homogenized import (
+    homogenized_antipodal_rate as homogenized_antipodal_rate,
+    homogenized_collapse_probability as homogenized_collapse_probability,
+    homogenized_critical_beta as homogenized_critical_beta,
+    homogenized_pair_coefficients as homogenized_pair_coefficients,
 )
 from ._kinetic import (
     lost_in_the_middle_profile as lost_in_the_middle_profile,

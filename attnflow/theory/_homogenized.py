@@ -1,0 +1,125 @@
+r"""Closed forms of the homogenised limit of deep random attention (arXiv:2604.01978), two tokens.
+
+The SDE (H) of :mod:`attnflow.models._homogenized` with n = 2 and Q = K = I: ρ = ⟨x_1, x_2⟩ is a
+diffusion on [−1, 1] by itself (derivation in that module's docstring and docs/maths.md). These
+are NumPy functions of (β, d): its coefficients, the growth rate at the antipodal pair, the
+critical β above which clustering is mitigated, and the collapse probability from the scale
+function.
+"""
+
+import numpy as np
+
+
+def _check_dimension(d) -> float:
+    if np.ndim(d) != 0 or not float(d) >= 2:
+        raise ValueError(f"d: expected a token dimension d >= 2, got {d}")
+    return float(d)
+
+
+def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
+    r"""Drift b(ρ) and squared diffusion σ²(ρ) of ρ = ⟨x_1, x_2⟩ under (H), n = 2, Q = K = I:
+
+        b = (1−ρ²)[s²(2pq(d−2) − (p²+q²)ρ)/d + 2μp],   σ² = 2 s² (1−ρ²)² (p²+q²)/d,
+
+    p = 1/(1 + e^{β(1−ρ)}), q = 1 − p, s = ``noise`` (derived in the module docstring; at
+    β = μ = 0, b = (1−ρ²)(d−2−ρ)/(2d)).
+
+    Example:
+        >>> import attnflow as af
+        >>> b, s2 = af.theory.homogenized_pair_coefficients(0.0, 0.0, 8)
+        >>> float(b), float(s2)
+        (0.375, 0.125)
+    """
+    rho = np.asarray(rho, dtype=float)
+    d = _check_dimension(d)
+    p = 1.0 / (1.0 + np.exp(float(beta) * (1.0 - rho)))
+    q = 1.0 - p
+    s2 = float(noise) ** 2
+    one_minus = 1.0 - rho**2
+    drift = one_minus * (
+        s2 * (2 * p * q * (d - 2) - (p * p + q * q) * rho) / d + 2 * value_mean * p
+    )
+    return drift, 2 * s2 * one_minus**2 * (p * p + q * q) / d
+
+
+def homogenized_antipodal_rate(beta, d):
+    r"""λ_−(β, d): growth rate of log(1 + ρ) near the antipodal pair ρ = −1 under (H), n = 2,
+    Q = K = I, μ = 0:
+
+        λ_− = 2(2d w − w² − 4w − 1) / (d (w + 1)²),   w = e^{2β};   λ_−(0, d) = (d − 3)/d.
+
+    The antipodal pair attracts with positive probability iff λ_− < 0 (clustering mitigated).
+    Compare the collapsed pair, log(1 − ρ) decaying at rate −(d−1)/d for every β.
+
+    Example:
+        >>> import attnflow as af
+        >>> round(float(af.theory.homogenized_antipodal_rate(0.0, 8)), 6)
+        0.625
+    """
+    w = np.exp(2.0 * np.asarray(beta, dtype=float))
+    d = _check_dimension(d)
+    return 2 * (2 * d * w - w * w - 4 * w - 1) / (d * (w + 1) ** 2)
+
+
+def homogenized_critical_beta(d):
+    r"""β_c(d) = ½ arccosh(d − 2): λ_−(β, d) < 0 iff β > β_c(d), i.e. iff d < 2 + cosh 2β
+    (n = 2, Q = K = I, μ = 0). β_c = 0 for d ≤ 3: the antipodal pair always attracts.
+
+    Example:
+        >>> import attnflow as af
+        >>> round(float(af.theory.homogenized_critical_beta(4)), 6)
+        0.658479
+    """
+    d = np.asarray(d, dtype=float)
+    return 0.5 * np.arccosh(np.maximum(d - 2.0, 1.0))
+
+
+def homogenized_collapse_probability(beta, d, *, rho0=None, value_mean=0.0, num=20001):
+    r"""P(ρ(t) → 1) for the two-token diffusion of :func:`homogenized_pair_coefficients`
+    (μ ≥ 0, noise 1), from ρ(0) = ``rho0``, or averaged over ρ(0) = ⟨x_1, x_2⟩ of two uniform
+    tokens (density ∝ (1 − ρ²)^{(d−3)/2}) when ``rho0`` is None.
+
+    With the scale function S, S'(ρ) = exp(−∫ 2b/σ²), P = (S(ρ0) − S(−1))/(S(1) − S(−1)) when
+    S(−1) is finite, i.e. when λ_− < 0; otherwise P = 1. Computed in y = artanh ρ, where
+    2b/σ² dρ/dy = [2pq(d−2) − (p²+q²)ρ + 2dμp]/(p²+q²) is bounded, by the trapezoid rule on
+    ``num`` points.
+
+    Example:
+        >>> import attnflow as af
+        >>> float(af.theory.homogenized_collapse_probability(0.5, 8))
+        1.0
+        >>> 0 < float(af.theory.homogenized_collapse_probability(3.0, 4)) < 1
+        True
+    """
+    d = _check_dimension(d)
+    beta = float(beta)
+    mu = float(value_mean)
+    if not mu >= 0:
+        raise ValueError(f"value_mean: expected μ >= 0 (the ρ = 1 end stays attracting), got {mu}")
+
+    def g(y):
+        rho = np.tanh(y)
+        one_minus = 2.0 / (1.0 + np.exp(2.0 * y))  # 1 − ρ without cancellation
+        p = 1.0 / (1.0 + np.exp(beta * one_minus))
+        q = 1.0 - p
+        s2 = p * p + q * q
+        return (2 * p * q * (d - 2) - s2 * rho + 2 * d * mu * p) / s2
+
+    # Tails: the y-integrand of S decays like e^{(2 − g(−∞))y} and e^{−(2 + g(+∞))y}.
+    decay_left = 2.0 - float(g(-60.0))
+    if decay_left <= 0:
+        return np.ones_like(np.asarray(rho0, dtype=float)) if rho0 is not None else 1.0
+    y = np.linspace(-min(60.0 / decay_left, 1e4), 40.0, int(num))
+    gy = g(y)
+    G = np.concatenate([[0.0], np.cumsum(0.5 * (gy[1:] + gy[:-1]) * np.diff(y))])
+    log_sech2 = 2.0 * (np.log(2.0) - np.abs(y) - np.log1p(np.exp(-2.0 * np.abs(y))))
+    log_dS = -G + log_sech2
+    dS = np.exp(log_dS - log_dS.max())
+    S = np.concatenate([[0.0], np.cumsum(0.5 * (dS[1:] + dS[:-1]) * np.diff(y))])
+    P = S / S[-1]
+    if rho0 is not None:
+        r = np.clip(np.asarray(rho0, dtype=float), -1.0, 1.0)
+        return np.interp(np.arctanh(np.clip(r, -1 + 1e-15, 1 - 1e-15)), y, P)
+    log_w = (d - 1.0) * 0.5 * log_sech2
+    w = np.exp(log_w - log_w.max())
+    return float(np.trapezoid(w * P, y) / np.trapezoid(w, y))
