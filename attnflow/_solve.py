@@ -127,8 +127,9 @@ def clustered_event(delta: float = 1e-3, *, root_finder=_DEFAULT_ROOT_FINDER) ->
 
     The condition is c(x) = min_{i,j} ⟨x_i, x_j⟩ − (1 − δ) on the unit tokens x = y/|y|: the
     event fires when c crosses 0 upwards, i.e. the first time every pair satisfies
-    ⟨x_i, x_j⟩ ≥ 1 − δ (``clustered_fraction(x, delta) == 1``; almost surely reached for SA with V = I,
-    arXiv:2312.10794 Thm 6.1/6.3; δ as in the curve Γ_∞,δ, eq. (6.12)). The solve then ends at that time:
+    ⟨x_i, x_j⟩ ≥ 1 − δ (``clustered_fraction(x, delta) == 1``; almost surely reached for SA
+    with V = I, arXiv:2312.10794 Thm 6.1/6.3; δ as in the curve Γ_∞,δ, eq. (6.12)). The solve
+    then ends at that time:
     ``sol.ts`` and the ``t1`` entry of ``sol.ys`` are the event time and the tokens there, and
     ``sol.result == diffrax.RESULTS.event_occurred`` (which :func:`solve` does not treat as a
     failure). A state already clustered at t0 fires nothing (no upward crossing).

@@ -30,12 +30,9 @@ import functools
 import pathlib
 import time
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-import attnflow as af
 from attnflow.figures._output import write_outputs
 
 PRESETS = {
@@ -91,36 +88,22 @@ def unit(states) -> np.ndarray:
 
 
 def statistics(x, *, bins: int, deltas, energy_beta: float) -> dict:
-    """Per layer statistics of unit tokens x (layers, n, d): ``hist`` (layers, bins) density of
-    ⟨x_i, x_j⟩, i < j, on [−1, 1] with ``edges``; ``mean_cosine`` (layers,) over i ≠ j;
-    ``clusters`` (layers, len(deltas)); ``energy`` (layers,) E_β and ``relative_energy``
-    2βe^{−β}E_β."""
+    """Per layer statistics of unit tokens x (layers, n, d), as a dict of NumPy arrays:
+    :func:`attnflow.pretrained.statistics_of` (``hist`` is its ``histogram``)."""
+    from attnflow import pretrained
+
     x = np.asarray(x, np.float64)
-    n = x.shape[-2]
-    hist, edges = af.inner_product_histogram(jnp.asarray(x), bins=bins)
-    gram = np.einsum("lid,ljd->lij", x, x)
-    mean_cosine = (gram.sum(axis=(1, 2)) - np.trace(gram, axis1=1, axis2=2)) / (n * (n - 1))
-    clusters = np.asarray(_cluster_counts(jnp.asarray(x), jnp.asarray(deltas, x.dtype)))
-    energy = np.asarray(_energies(af.InteractionEnergy(energy_beta), jnp.asarray(x)))
+    stats = pretrained.statistics_of(
+        jnp.asarray(x), bins=bins, deltas=deltas, energy_beta=energy_beta
+    )
     return {
-        "hist": np.asarray(hist),
-        "edges": np.asarray(edges),
-        "mean_cosine": mean_cosine,
-        "clusters": clusters,
-        "energy": energy,
-        "relative_energy": 2 * energy_beta * np.exp(-energy_beta) * energy,
+        "hist": np.asarray(stats.histogram),
+        "edges": np.asarray(stats.edges),
+        "mean_cosine": np.asarray(stats.mean_cosine),
+        "clusters": np.asarray(stats.clusters),
+        "energy": np.asarray(stats.energy),
+        "relative_energy": np.asarray(stats.relative_energy),
     }
-
-
-@jax.jit
-def _cluster_counts(x, deltas):
-    per_delta = jax.vmap(af.count_clusters, in_axes=(None, 0))
-    return jax.vmap(per_delta, in_axes=(0, None))(x, deltas)
-
-
-@eqx.filter_jit
-def _energies(energy, x):
-    return jax.vmap(energy)(x)
 
 
 def compute(model, text: str, params: dict) -> dict:
@@ -129,7 +112,7 @@ def compute(model, text: str, params: dict) -> dict:
     from attnflow import pretrained
 
     out = model.hidden_states(text, max_length=params["max_length"])
-    states = unit(out.hidden_states)
+    states, tokens = pretrained.unpadded_unit_states(out)
     num_layers = model.config.num_hidden_layers
     schedule = pretrained.deep_schedule(num_layers, params["deep_layers"], params["deep_mode"])
     deep = unit(model.hidden_states(text, max_length=params["max_length"], schedule=schedule)[0])
@@ -138,7 +121,7 @@ def compute(model, text: str, params: dict) -> dict:
     snapshots = np.asarray(params["deep_snapshots"], int)
     return {
         "states": states.astype(np.float32),
-        "tokens": np.asarray(out.tokens),
+        "tokens": np.asarray(tokens),
         "edges": real["edges"],
         **{k: v for k, v in real.items() if k != "edges"},
         "deep_snapshots": snapshots,
