@@ -28,6 +28,10 @@ def configure(parser):
 
 def run(args) -> int:
     import jax
+    import matplotlib
+
+    # Files only: no window, whatever the user's default backend (attnflow.plot leaves it alone).
+    matplotlib.use("Agg")
 
     out = output_folder(args.out)  # before the minutes of compute, not after
     jax.config.update("jax_enable_x64", True)

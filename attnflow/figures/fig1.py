@@ -134,6 +134,8 @@ def compute(model, text: str, params: dict) -> dict:
 def plot_figure(data: dict, params: dict):
     """Top: histograms per layer. Middle: the deep variant. Bottom: mean cosine, clusters and
     relative energy against depth."""
+    from matplotlib.ticker import MaxNLocator
+
     from attnflow import plot
     from attnflow.plot._common import plt
 
@@ -166,16 +168,20 @@ def plot_figure(data: dict, params: dict):
     ax_cos.plot(depth, data["deep_mean_cosine"], color="C3", label="deep variant")
     ax_cos.plot(real, data["mean_cosine"], "o-", color="C0", label="trained stack")
     ax_cos.set(xlabel="layer", ylabel="mean cosine", ylim=(min(0, ax_cos.get_ylim()[0]), 1))
+    ax_cos.set_title("mean ⟨x_i, x_j⟩, i ≠ j", fontsize=10)
     ax_cos.legend(frameon=False)
     for j, delta in enumerate(params["deltas"]):
         ax_clusters.plot(depth, data["deep_clusters"][:, j], color=f"C{j}", label=f"δ = {delta:g}")
         ax_clusters.plot(real, data["clusters"][:, j], "o", color=f"C{j}", ms=3)
-    ax_clusters.set(xlabel="layer", ylabel="clusters (dots: trained stack)")
+    ax_clusters.set(xlabel="layer", ylabel="clusters")
+    ax_clusters.set_title("clusters at δ (dots: trained stack)", fontsize=10)
+    ax_clusters.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_clusters.legend(frameon=False, fontsize=7)
     ax_energy.plot(depth, data["deep_relative_energy"], color="C3")
     ax_energy.plot(real, data["relative_energy"], "o-", color="C0")
     beta = params["energy_beta"]
-    ax_energy.set(xlabel="layer", ylabel=f"2βe^(−β) E_β, β = {beta:g}  (1: one point)")
+    ax_energy.set(xlabel="layer", ylabel="2β e$^{-β}$ E$_β$")
+    ax_energy.set_title(f"energy, β = {beta:g} (1: all tokens at one point)", fontsize=10)
     for ax in (ax_cos, ax_clusters, ax_energy):
         ax.grid(alpha=0.3)
     return fig
