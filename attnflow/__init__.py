@@ -95,7 +95,7 @@ from ._sharding import (
     sharded_ensemble_solve as sharded_ensemble_solve,
     sharded_solve as sharded_solve,
 )
-from ._solve import solve as solve
+from ._solve import clustered_event as clustered_event, solve as solve
 from ._sphere import (
     geodesic as geodesic,
     normalize as normalize,

@@ -8,6 +8,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 from jaxtyping import Array, Float
 
 from ._check import (
@@ -20,6 +21,8 @@ from ._check import (
 )
 from ._integrators._tolerance import floor_tolerances
 from ._sphere import unit_rows
+
+_DEFAULT_ROOT_FINDER = optx.Newton(rtol=1e-6, atol=1e-6)
 
 
 class _OnSphere(eqx.Module):
@@ -38,6 +41,118 @@ class _OnSphere(eqx.Module):
 
 def _save_normalized(t, y, args):
     return unit_rows(y)
+
+
+class _SaveOnSphere(eqx.Module):
+    """A user's ``SubSaveAt(fn=...)`` applied to y/|y|: saved tokens lie on the sphere to rounding.
+
+    A module (not a closure) so that arrays inside ``fn`` stay leaves of the save structure.
+    """
+
+    fn: Callable
+
+    def __call__(self, t, y, args):
+        return self.fn(t, unit_rows(y), args)
+
+
+class _DenseOnSphere(diffrax.AbstractPath):
+    """diffrax's dense interpolation of y, read as y/|y| (the state the field sees).
+
+    ``sol.evaluate(t)`` is then on the sphere to rounding; ``sol.derivative(t)`` is the
+    derivative of y/|y|, P_u ẏ / |y| with u = y/|y|.
+    """
+
+    inner: diffrax.AbstractPath
+
+    @property
+    def t0(self):
+        return self.inner.t0
+
+    @property
+    def t1(self):
+        return self.inner.t1
+
+    def evaluate(self, t0, t1=None, left=True):
+        if t1 is not None:
+            return self.evaluate(t1, left=left) - self.evaluate(t0, left=left)
+        return unit_rows(self.inner.evaluate(t0, left=left))
+
+    def derivative(self, t, left=True):
+        y = self.inner.evaluate(t, left=left)
+        dy = self.inner.derivative(t, left=left)
+        norm = jnp.linalg.norm(y, axis=-1, keepdims=True)
+        u = y / norm
+        return (dy - u * jnp.sum(u * dy, axis=-1, keepdims=True)) / norm
+
+
+def _is_sub(node):
+    return isinstance(node, diffrax.SubSaveAt)
+
+
+def _user_saveat(saveat, ts, backsolve, dtype, t0, t1):
+    """The user's ``SaveAt`` with each ``fn`` reading y/|y| (not under BacksolveAdjoint, which
+    rejects ``fn``: its values are normalised after the solve)."""
+    if not isinstance(saveat, diffrax.SaveAt):
+        raise TypeError(f"saveat: expected a diffrax.SaveAt, got {type(saveat).__name__}")
+    if ts is not None:
+        raise ValueError("saveat, ts: pass save times either as ts or inside saveat, not both")
+
+    def fix(sub):
+        if sub.ts is not None:
+            sub = eqx.tree_at(
+                lambda s: s.ts, sub, check_save_times(jnp.asarray(sub.ts, dtype), t0, t1)
+            )
+        if backsolve:
+            return sub
+        return eqx.tree_at(lambda s: s.fn, sub, _SaveOnSphere(sub.fn))
+
+    if saveat.subs is None:
+        return saveat
+    subs = jax.tree_util.tree_map(fix, saveat.subs, is_leaf=_is_sub)
+    return eqx.tree_at(lambda s: s.subs, saveat, subs)
+
+
+class _Clustered(eqx.Module, strict=True):
+    """Event condition: min_{i,j} ⟨x_i, x_j⟩ − (1 − δ) at x = y/|y|, which crosses 0 upwards when
+    every pair of tokens comes within 1 − δ (``clustered_fraction(x, δ) == 1``)."""
+
+    delta: Float[Array, ""] | float
+
+    def __call__(self, t, y, args, **kwargs):
+        x = unit_rows(y)
+        return jnp.min(x @ x.T) - (1 - jnp.asarray(self.delta, x.dtype))
+
+
+def clustered_event(delta: float = 1e-3, *, root_finder=_DEFAULT_ROOT_FINDER) -> diffrax.Event:
+    """A ``diffrax.Event`` that stops :func:`solve` once the tokens form one cluster.
+
+    The condition is c(x) = min_{i,j} ⟨x_i, x_j⟩ − (1 − δ) on the unit tokens x = y/|y|: the
+    event fires when c crosses 0 upwards, i.e. the first time every pair satisfies
+    ⟨x_i, x_j⟩ ≥ 1 − δ (``clustered_fraction(x, delta) == 1``; almost surely reached for SA
+    with V = I, arXiv:2312.10794 Thm 6.1/6.3; δ as in the curve Γ_∞,δ, eq. (6.12)). The solve
+    then ends at that time:
+    ``sol.ts`` and the ``t1`` entry of ``sol.ys`` are the event time and the tokens there, and
+    ``sol.result == diffrax.RESULTS.event_occurred`` (which :func:`solve` does not treat as a
+    failure). A state already clustered at t0 fires nothing (no upward crossing).
+
+    Args:
+        delta: the clustering threshold δ > 0 (as in :func:`attnflow.clustered_fraction`).
+        root_finder: an ``optimistix`` root finder that locates the crossing inside the step
+            (default Newton with rtol = atol = 1e-6); ``None`` stops at the end of the step
+            where the crossing happened.
+
+    Returns:
+        ``diffrax.Event(cond_fn, root_finder, direction=True)``: pass it as ``solve(event=...)``.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 8, 3)
+        >>> sol = af.solve(af.SelfAttention(1.0), x0, 100.0, event=af.clustered_event(1e-3))
+        >>> bool(sol.ts[-1] < 100.0), float(af.clustered_fraction(sol.ys[-1], 1.01e-3))
+        (True, 1.0)
+    """
+    delta = check_positive_scalar(delta, "delta", what="clustering threshold")
+    return diffrax.Event(_Clustered(delta), root_finder, direction=True)
 
 
 DEFAULT_MAX_STEPS = 4096
@@ -104,7 +219,8 @@ def _check_solution(sol, field, t0, x0, args, max_steps, t1_value):
 
     Cheap: the field is evaluated once more, at (t0, x0), and only when the solve failed.
     """
-    failed = sol.result != diffrax.RESULTS.successful
+    # An event ending the solve is a success (diffrax.is_okay), not a failure to diagnose.
+    failed = ~diffrax.is_okay(sol.result)
     capped = sol.result == diffrax.RESULTS.max_steps_reached
     accepted = sol.stats["num_accepted_steps"]
     rejected = sol.stats["num_rejected_steps"]
@@ -158,10 +274,22 @@ def solve(
     throw: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     differentiable_twice: bool = False,
+    saveat: diffrax.SaveAt | None = None,
+    event: diffrax.Event | None = None,
+    progress_meter: diffrax.AbstractProgressMeter | None = None,
 ) -> diffrax.Solution:
     """Solve ẋ = field(t, x, args) on (S^{d-1})^n from x(t0) = x0 with diffrax.
 
-    **Main arguments**
+    The flow of arXiv:2312.10794, eq. (2.3)–(2.5) (SA, USA) for an attnflow field, or any field
+    with diffrax's signature. The right-hand side is evaluated at y/|y| (so |x_i| is an exact
+    invariant of the ODE even in the repulsive case V = −I, docs/maths.md §1.12) and everything
+    saved — ``sol.ys`` for the default save, the values a user's ``saveat`` function sees, and
+    the dense output ``sol.evaluate(t)`` — is normalised, so it lies on the sphere to rounding.
+    Beyond that the conventions are ``diffrax.diffeqsolve``'s: ``saveat``, ``event``,
+    ``progress_meter`` and ``adjoint`` mean what they mean there, and the result is a
+    ``diffrax.Solution``.
+
+    Args:
         field: a vector field ``field(t, x, args) -> (n, d)`` tangent at x (any attnflow field,
             or any callable with diffrax's signature).
         x0: (n, d) initial tokens on the unit sphere (checked; see :func:`attnflow.normalize`),
@@ -171,19 +299,18 @@ def solve(
         t1: final time (layers are time), finite. ``t1 < t0`` integrates backwards in time
             (the ODE is reversible; backwards from a clustered state it is exponentially
             unstable, so expect to lose accuracy at long horizons).
+        t0: initial time, finite (default 0).
         ts: optional save times between t0 and t1, finite and monotone from t0 to t1
             (non-decreasing, or non-increasing when t1 < t0); ``sol.ys`` then has shape
-            (len(ts), n, d). Without ``ts`` only t1 is saved: ``sol.ys`` has shape (1, n, d).
-
-    **Other arguments**
+            (len(ts), n, d). Without ``ts`` (and without ``saveat``) only t1 is saved:
+            ``sol.ys`` has shape (1, n, d). Shorthand for ``saveat=diffrax.SaveAt(ts=ts)``.
         solver: any diffrax solver; default ``Tsit5()`` (order 5) with a PID controller.
-        rtol, atol: tolerances of the default PID controller, finite and > 0. Float32 tokens
-            get atol ≥ 1e-6 and rtol ≥ 1e-5, the tightest tolerances float32 can honour.
+        rtol: relative tolerance of the default PID controller, finite and > 0. Float32
+            tokens get rtol ≥ 1e-5, the tightest float32 can honour.
+        atol: absolute tolerance of the default PID controller, finite and > 0. Float32
+            tokens get atol ≥ 1e-6.
         dt0: initial step, finite and non-zero with the sign of t1 − t0; ``None`` lets
             diffrax choose it.
-        stepsize_controller: overrides the PID controller (e.g. ``ConstantStepSize()``, with dt0).
-            When it is not given and ``field`` has a ``jump_times`` attribute (e.g.
-            :class:`attnflow.PiecewiseConstant`), the PID controller steps exactly to those times.
         max_steps: diffrax's step cap, a positive integer or ``None`` (no cap; needs an
             adjoint that supports it). The default ``"auto"`` is 4096, or 4 steps per unit of
             |t1 − t0| past |t1 − t0| = 1024 (rounded up to a power of two) when t0 and t1 are
@@ -191,12 +318,17 @@ def solve(
             at about 3/λ, λ the contraction rate (about 1 for SA with V = I, e^β for
             ``normalization="n"``), so the step count grows with the horizon. Keep it tight
             under ``vmap``.
-        adjoint: diffrax adjoint; default ``RecursiveCheckpointAdjoint()`` (exact reverse mode).
+        adjoint: diffrax adjoint; default ``RecursiveCheckpointAdjoint()`` (exact reverse
+            mode; see Differentiation below).
         args: passed to ``field``.
         throw: raise if the solve fails; set False under ``vmap`` and inspect ``sol.result``.
             The error tells a field that is not finite at (t0, x0) (e.g. exp(β⟨x_i, x_j⟩)
             overflowing, NaN in Q, K, V) from a step cap that is too low; with ``throw=False``
-            both are ``RESULTS.max_steps_reached``.
+            both are ``RESULTS.max_steps_reached``. An event ending the solve is not a failure.
+        stepsize_controller: overrides the PID controller (e.g. ``ConstantStepSize()``, with
+            dt0). When it is not given and ``field`` has a ``jump_times`` attribute (e.g.
+            :class:`attnflow.PiecewiseConstant`), the PID controller steps exactly to those
+            times.
         differentiable_twice: make second and mixed derivatives work. The default solver
             becomes ``Tsit5(scan_kind="bounded")`` and the default adjoint ``DirectAdjoint()``,
             which together support every composition of ``jax.grad``, ``jax.jvp``,
@@ -204,6 +336,27 @@ def solve(
             Cheaper alternatives for one composition: ``adjoint=RecursiveCheckpointAdjoint()``
             (with the bounded Tsit5) supports forward-over-reverse only (``jax.hessian``,
             ``jacfwd(grad)``), and ``adjoint=ForwardMode()`` forward-over-forward only.
+        saveat: a ``diffrax.SaveAt``, as in ``diffeqsolve`` (``t0``, ``t1``, ``ts``,
+            ``steps``, ``fn``, ``subs``, ``dense``, ...); not together with ``ts``. Each
+            ``fn(t, x, args)`` receives the normalised tokens x = y/|y| (the default saves x
+            itself), and with ``dense=True`` ``sol.evaluate(t)`` returns normalised tokens and
+            ``sol.derivative(t)`` their time derivative. Under ``BacksolveAdjoint`` (which
+            rejects ``fn``) the saved values are normalised after the solve.
+        event: a ``diffrax.Event`` that ends the solve when its condition fires, e.g.
+            :func:`attnflow.clustered_event` (stop once all tokens are within 1 − δ).
+            ``sol.ts`` then holds the event time and ``sol.result`` is
+            ``diffrax.RESULTS.event_occurred``.
+        progress_meter: a ``diffrax.AbstractProgressMeter``, e.g.
+            ``diffrax.TqdmProgressMeter()`` (progress in t from t0 to t1); default none.
+
+    Returns:
+        A ``diffrax.Solution``: ``sol.ts`` and ``sol.ys`` hold the saved times and tokens,
+        ``sol.stats`` the step counts, ``sol.result`` the outcome.
+
+    Raises:
+        ValueError: on bad input, naming the argument (e.g. ``x0`` not on the sphere,
+            ``saveat`` together with ``ts``).
+        equinox.EquinoxRuntimeError: when ``throw`` and the solve fails (see ``throw``).
 
     **Differentiation.** The default adjoint gives exact reverse-mode derivatives
     (``jax.grad``, ``jax.jacrev``) of ``sol.ys`` with respect to ``x0``, ``t1`` and every array
@@ -215,16 +368,29 @@ def solve(
     docs/benchmarks.md#bench-grad). For exact gradients in bounded memory pass
     ``adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=k)``.
 
-    The right-hand side is evaluated at y/|y| (so |x_i| is an exact invariant of the ODE even in
-    the repulsive case V = −I, docs/maths.md §1.12) and saved values are normalised, so ``sol.ys``
-    lies on the sphere to rounding.
+    **Wrap gradients in** ``eqx.filter_jit``. Outside ``jit``, each call of ``jax.grad`` of a
+    function that calls ``solve`` traces and compiles the solve and its adjoint again (seconds
+    per call even at n = 16). Jit the loss (or the whole training step) once with
+    ``eqx.filter_jit`` (which accepts fields, i.e. modules holding arrays, as arguments) and
+    every later call reuses the compiled program.
 
     Example:
-        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> import diffrax, equinox as eqx, jax, jax.numpy as jnp, jax.random as jr
+        >>> import attnflow as af
         >>> x0 = af.random_tokens(jr.key(0), 8, 3)
         >>> sol = af.solve(af.SelfAttention(1.0), x0, 5.0)
         >>> sol.ys.shape
         (1, 8, 3)
+        >>> sol = af.solve(af.SelfAttention(1.0), x0, 5.0, saveat=diffrax.SaveAt(dense=True))
+        >>> sol.evaluate(2.5).shape
+        (8, 3)
+        >>> @eqx.filter_jit
+        ... def loss(field, x0):
+        ...     x = af.solve(field, x0, 2.0).ys[-1]
+        ...     return jnp.sum(x[:, 0])
+        >>> grads = eqx.filter_grad(loss)(af.SelfAttention(1.0, Q=jnp.eye(3)), x0)
+        >>> grads.Q.shape
+        (3, 3)
     """
     x0 = check_tokens(x0, "x0")
     dtype = jnp.result_type(x0)
@@ -259,12 +425,21 @@ def solve(
     # BacksolveAdjoint rejects SaveAt(fn=...): normalise its saved values afterwards instead.
     backsolve = isinstance(adjoint, diffrax.BacksolveAdjoint)
     save_fn = {} if backsolve else {"fn": _save_normalized}
-    if ts is None:
+    if saveat is not None:
+        saveat = _user_saveat(saveat, ts, backsolve, dtype, t0, t1)
+    elif ts is None:
         saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
         ts = check_save_times(jnp.asarray(ts, dtype=dtype), t0, t1)
         saveat = diffrax.SaveAt(ts=ts, **save_fn)
+    if event is not None and not isinstance(event, diffrax.Event):
+        raise TypeError(
+            f"event: expected a diffrax.Event (e.g. attnflow.clustered_event(delta)), "
+            f"got {type(event).__name__}"
+        )
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
+    if progress_meter is not None:
+        kwargs["progress_meter"] = progress_meter
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_OnSphere(field)),
         solver,
@@ -276,6 +451,7 @@ def solve(
         saveat=saveat,
         stepsize_controller=stepsize_controller,
         max_steps=max_steps,
+        event=event,
         # Failures are raised below, with a diagnosis diffrax cannot make.
         throw=False,
         **kwargs,
@@ -283,5 +459,7 @@ def solve(
     if throw:
         sol = _check_solution(sol, field, t0, x0, args, max_steps, t1_value)
     if backsolve:
-        sol = eqx.tree_at(lambda s: s.ys, sol, _save_normalized(None, sol.ys, None))
+        sol = eqx.tree_at(lambda s: s.ys, sol, jax.tree_util.tree_map(unit_rows, sol.ys))
+    if sol.interpolation is not None:
+        sol = eqx.tree_at(lambda s: s.interpolation, sol, _DenseOnSphere(sol.interpolation))
     return sol

@@ -94,4 +94,7 @@ if not QUICK:
     ax.set_ylabel("angle θ_k(t)")
     ax.set_title(f"causal SA, n = {n}, β = {beta:g}: strong Rényi centres in red")
     fig.tight_layout()
+    from attnflow import plot
+
+    plot.save_figures("causal_renyi")  # into $ATTNFLOW_OUT, when set
     plt.show()

@@ -95,3 +95,13 @@ last = flow["real_mean_cosine"].shape[0] - 1
 stack = fig1_flow.VARIANTS.index("stack")
 assert np.all(flow["sim_mean_cosine"][stack, :, last] > flow["real_mean_cosine"][last])
 assert np.all(flow["sim_mmd"][stack, :, last] > flow["identity_mmd"][last])
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`fig1.png`, `fig1-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("fig1")

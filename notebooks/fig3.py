@@ -95,3 +95,13 @@ print(
     f"Euler (step 0.1) reaches 1 − δ at t = {t:.1f}; exact t* = {exact:.2f} "
     f"({100 * (t / exact - 1):+.1f}%)"
 )
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`fig3.png`, `fig3-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("fig3")

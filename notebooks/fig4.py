@@ -73,3 +73,13 @@ from attnflow import plot  # noqa: E402
 snap = [int(np.argmin(np.abs(data["ts"] - t))) for t in params["snapshot_times"]]
 hist, edges = af.inner_product_histogram(data["tokens"][-1][np.array(snap)], bins=40)
 axes = plot.inner_product_histograms(hist, edges, labels=[f"t = {data['ts'][k]:g}" for k in snap])
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`fig4.png`, `fig4-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("fig4")

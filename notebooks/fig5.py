@@ -58,3 +58,13 @@ fig = fig5.plot_panels(data, params)
 for name, seconds, P in zip(params["panels"], data["seconds"], data["P"], strict=True):
     print(f"({name}): {seconds:.1f} s, P at the final time: {np.round(P[:, -1], 2)}")
     assert np.all((P >= 0) & (P <= 1))
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`fig5.png`, `fig5-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("fig5")

@@ -65,3 +65,13 @@ taus = jnp.linspace(-3.0, 3.0, 7)
 for beta in params["betas"]:
     np.testing.assert_allclose(4 * mixed(taus, beta), theory.hessian_kernel(taus, beta), rtol=1e-10)
 print("Hessian entries match g")
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`fig6.png`, `fig6-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("fig6")

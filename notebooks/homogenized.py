@@ -131,3 +131,13 @@ p_se = np.sqrt(np.maximum(p_closed * (1 - p_closed), 0.01) / R)
 for b_, ps, pc, se in zip(betas, p_sim, p_closed, p_se, strict=True):
     print(f"β = {b_:.1f}: simulated {ps:.3f}, closed form {pc:.3f} (± {se:.3f})")
 threshold_deviation = float(np.max(np.abs(p_sim - p_closed) / p_se))
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`homogenized.png`, `homogenized-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("homogenized")

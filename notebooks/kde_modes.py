@@ -94,3 +94,13 @@ for k, b in enumerate(data["betas"]):
 # The clusters are those of the density estimate to within about one cluster per realisation.
 assert np.mean(np.abs(data["usa"] - data["kde_modes"])) <= 1.0
 fig = metastable_clusters.plot(data, params)
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`kde_modes.png`, `kde_modes-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("kde_modes")

@@ -136,3 +136,13 @@ print(
     f"n = {n_large}: clusters = {int(af.count_clusters(x, 1e-2))}, "
     f"Hessian spectrum in [{float(lo):.3e}, {float(hi):.3e}]"
 )
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`landscape.png`, `landscape-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("landscape")

@@ -81,3 +81,13 @@ ts, z = limit_geometries.simulate(V_rot, np.eye(2), x0, params["t1"], 2, params[
 rotation = af.models.limit_geometry(z, V_rot, t=float(ts[-1]))
 rotation_levels = rotation.num_levels
 print("rotation-dominated V:", rotation.spectrum.hyperplane_condition, rotation_levels, "levels")
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`limit_geometries.png`, `limit_geometries-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("limit_geometries")

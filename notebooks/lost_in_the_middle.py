@@ -103,3 +103,13 @@ if not QUICK:
 data = litm.compute(litm.PRESETS["quick" if QUICK else "default"], seed=0)
 fig = litm.plot(data, litm.PRESETS["quick" if QUICK else "default"])
 print(f"double well: {np.sum(np.diff(np.sign(np.diff(data['double_well']))) > 0)} interior minima")
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`lost_in_the_middle.png`, `lost_in_the_middle-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("lost_in_the_middle")

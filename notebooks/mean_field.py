@@ -18,7 +18,7 @@
 #    d = 3 and d = 5, which shows the dimension-dependent n^{-1/(d-1)}-type rate.
 #
 # `ATTNFLOW_QUICK=1` runs everything at test size. Full size took 25 min on a shared 2-core
-# CPU (9 min for the n = 10^5 reference run); set `ATTNFLOW_OUT` to a folder to save the figure.
+# CPU (9 min for the n = 10^5 reference run); set `ATTNFLOW_OUT` to a folder to save the figures.
 
 # %%
 import os
@@ -35,7 +35,6 @@ from scipy.optimize import linear_sum_assignment
 import attnflow as af
 
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
-OUT = os.environ.get("ATTNFLOW_OUT")
 DTYPE = jnp.float32
 
 D, BETA = 3, 1.0
@@ -137,13 +136,13 @@ for k, t in enumerate(TS):
         label=f"t = {t:g} (slope {slopes[float(t)]:.2f})",
     )
 guide = np.array([NS[0], NS[-1]], dtype=float)
-ax.plot(guide, distances[NS[0]][:, 0].mean() * (guide / NS[0]) ** -0.5, "k--", label="n^{-1/2}")
+ax.plot(guide, distances[NS[0]][:, 0].mean() * (guide / NS[0]) ** -0.5, "k--", label="n^(−1/2)")
 ax.set(
     xscale="log",
     yscale="log",
     xlabel="n",
-    ylabel=f"SW_2(μ_n(t), μ_{{{N_REF}}}(t))",
-    title=f"(SA) on S^2, β = {BETA}: distance to the n = {N_REF} run",
+    ylabel=f"SW₂(μₙ(t), μ of the n = {N_REF} run)",
+    title=f"(SA) on S², β = {BETA}: distance to the n = {N_REF} run",
 )
 ax.legend(fontsize=8)
 
@@ -192,13 +191,11 @@ ax.set(
     xscale="log",
     yscale="log",
     xlabel="n",
-    ylabel="W_2(μ_n(t), μ'_n(t))",
-    title=f"exact W_2 at t = {float(TS[-1]):g}, vMF mixture on S^(d-1)",
+    ylabel="W₂(μₙ(t), μ′ₙ(t))",
+    title=f"exact W₂ at t = {float(TS[-1]):g}, vMF mixture on the sphere",
 )
 ax.legend(fontsize=8)
 fig.tight_layout()
-if OUT:
-    fig.savefig(os.path.join(OUT, "mean_field.png"), dpi=120)
 
 # %% [markdown]
 # What to read off: the sliced distance decays like n^{-1/2} at every time, with a prefactor
@@ -213,3 +210,13 @@ if OUT:
 # (n ≤ N/4), not because it disagrees. Exact W_2 between independent
 # systems at t = 1: slope −0.47 for d = 3 (theory −1/2 up to a log factor) and −0.30 for d = 5
 # (theory −1/4), with n = 64 … 2048.
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`mean_field.png`, `mean_field-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("mean_field")

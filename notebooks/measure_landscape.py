@@ -151,3 +151,13 @@ print(
     f"localised (open hemisphere): {localised_fraction:.0%}"
 )
 print("distinct positions per draw:", [r["positions"] for r in converged])
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`measure_landscape.png`, `measure_landscape-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("measure_landscape")

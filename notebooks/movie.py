@@ -53,3 +53,13 @@ ax = draw(
     labels=np.asarray(af.cluster_labels(last, params["delta"])),
     title=f"t = {times[-1]:g}: {int(af.count_clusters(last, params['delta']))} clusters",
 )
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`movie.png`, `movie-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("movie")

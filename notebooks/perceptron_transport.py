@@ -98,3 +98,13 @@ print(
     f"MMD²: {mmd_initial:.4f} -> {mmd_final:.4f}"
 )
 print("loss curve (every 10%):", np.round(losses[:: max(1, steps // 10)], 3).tolist())
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`perceptron_transport.png`, `perceptron_transport-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("perceptron_transport")

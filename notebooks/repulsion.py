@@ -88,4 +88,7 @@ if not QUICK:
     ax.set_title(f"repulsive SA (V = −I), β = {beta:g}")
     ax.legend()
     fig.tight_layout()
+    from attnflow import plot
+
+    plot.save_figures("repulsion")  # into $ATTNFLOW_OUT, when set
     plt.show()

@@ -91,3 +91,13 @@ if len(two):
         f"gap at t = {later[0]:.3e}: {gap0:.4f}; merge (gap < 0.01) at t ≈ {merged_model:.3e} "
         f"(two-body ODE) vs {merged_run:.3e} (particles)"
     )
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`staircase.png`, `staircase-2.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("staircase")

@@ -150,6 +150,7 @@ for i, (title, x) in enumerate([("before training", x_before), ("after training"
     ax.set(title=title, xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1))
     ax.legend(loc="upper left", fontsize=7)
 fig.tight_layout()
-if not QUICK:
-    fig.savefig("train_transport.png", dpi=120)
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("train_transport")  # into $ATTNFLOW_OUT, when set
 plt.close(fig)

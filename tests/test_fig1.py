@@ -166,14 +166,37 @@ def test_fig1_flow_against_references(out, minilm):
     assert np.all(data["sim_mean_cosine"][stack, :, -1] > last + 0.3)
 
 
-def test_notebook_runs_at_quick_size(out, tmp_path, monkeypatch):
+def test_notebook_runs_at_quick_size(out, minilm, tmp_path, monkeypatch):
+    """The notebook's printed numbers against the NumPy forward pass: mean cosine, cluster
+    counts (scipy components) and the identity baseline's MMD² (the formula)."""
     del out  # after the CLI, so the compiled forward passes and solves are reused
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    monkeypatch.setenv("ATTNFLOW_OUT", str(tmp_path / "pictures"))
     monkeypatch.chdir(tmp_path)
-    runpy.run_path(str(NOTEBOOKS / "fig1.py"), run_name="__main__")
+    ns = runpy.run_path(str(NOTEBOOKS / "fig1.py"), run_name="__main__")
     import matplotlib.pyplot as plt
 
     plt.close("all")
+    data, flow, params = ns["data"], ns["flow"], ns["params"]
+    hidden, tokens = reference_states(minilm, params["max_length"])
+    x = np_unit(hidden)
+    n = x.shape[1]
+    assert tuple(data["tokens"]) == tokens
+    rows, cols = np.triu_indices(n, 1)
+    for k, layer in enumerate(x):
+        g = layer @ layer.T
+        assert data["mean_cosine"][k] == pytest.approx(g[rows, cols].mean(), abs=1e-6)
+        for j, delta in enumerate(params["deltas"]):
+            assert data["clusters"][k, j] == connected_components(g >= 1 - delta)[0]
+        kappa = ns["flow_params"]["kappa"]
+
+        def kernel(a, b, kappa=kappa):
+            return np.exp(kappa * (a @ b.T - 1)).mean()
+
+        want = kernel(x[0], x[0]) + kernel(layer, layer) - 2 * kernel(x[0], layer)
+        assert flow["identity_mmd"][k] == pytest.approx(want, abs=1e-6)
+    # The saved pictures: the two figures of the notebook.
+    assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == ["fig1-2.png", "fig1.png"]
 
 
 def test_missing_model_gives_the_pip_command(monkeypatch, capsys, tmp_path):

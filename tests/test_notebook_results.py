@@ -236,3 +236,73 @@ def test_fig5_realisations_against_an_independent_solve(panel):
     else:
         c = np.sqrt(D5) if panel == "c" else np.sqrt(D5 + 1)
         np.testing.assert_allclose(V, B / c, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pictures: every notebook saves its figures into the folder named by ATTNFLOW_OUT, and
+# importing attnflow.plot leaves matplotlib's backend alone.
+
+NOTEBOOK_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def test_every_notebook_saves_its_figures_under_its_name():
+    for path in sorted(NOTEBOOK_DIR.glob("*.py")):
+        source = path.read_text()
+        assert f'plot.save_figures("{path.stem}"' in source, path.name
+
+
+def test_notebook_run_as_a_script_writes_its_pngs(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import matplotlib.image
+
+    out = tmp_path / "pictures"
+    root = str(NOTEBOOK_DIR.parent)  # this checkout's attnflow, wherever the cwd is
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "ATTNFLOW_QUICK": "1", "ATTNFLOW_OUT": str(out), "MPLBACKEND": "Agg"}
+    env["PYTHONPATH"] = path
+    script = NOTEBOOK_DIR / "fig6.py"
+    subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, check=True, timeout=600)
+    written = sorted(p.name for p in out.iterdir())
+    assert written and written[0] == "fig6.png", written
+    for name in written:
+        image = matplotlib.image.imread(out / name)
+        assert image.shape[0] > 100 and image.shape[1] > 100
+        assert np.ptp(image) > 0  # not a blank canvas
+    assert not any(p.suffix == ".png" for p in tmp_path.iterdir())  # nothing in the cwd
+
+
+def test_save_figures_without_a_folder_saves_nothing(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from attnflow import plot
+
+    monkeypatch.delenv("ATTNFLOW_OUT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    plt.close("all")
+    plt.figure()
+    assert plot.save_figures("x") == [] and not list(tmp_path.iterdir())
+    monkeypatch.setenv("ATTNFLOW_OUT", str(tmp_path / "o"))
+    plt.figure()
+    assert [p.name for p in plot.save_figures("x")] == ["x.png", "x-2.png"]
+    plt.close("all")
+    with pytest.raises(ValueError, match="name"):
+        plot.save_figures("../escape")
+
+
+def test_importing_plot_keeps_the_backend():
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import matplotlib; matplotlib.use('svg'); import attnflow.plot; "
+        "print(matplotlib.get_backend())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "svg"

@@ -427,3 +427,94 @@ def test_minilm_matches_numpy_on_the_paragraph(minilm):
     got = np.asarray(out.hidden_states)
     assert got.shape == ref.shape == (7, 64, 384)
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+# ---------------------------------------------------------------------------------------------
+# The trained model against the flow (attnflow.pretrained.compare_with_flow, layer_statistics),
+# checked against the NumPy encoder above and a scipy solve of the NumPy attention field.
+
+
+def _np_unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _np_flow(weights, cfg, x0, num_layers):
+    """ẋ = P_x W_o concat_h(softmax(q_h k_hᵀ/√d_h) v_h) with the trained layer k's unbiased
+    weights on [k, k + 1): scipy's RK45 on each unit interval."""
+    from scipy.integrate import solve_ivp
+
+    n, d = x0.shape
+    states, x = [x0], x0
+    for layer in range(num_layers):
+        w = np_block_weights(weights, cfg, layer)
+
+        def rhs(t, flat, w=w):
+            y = _np_unit(flat.reshape(n, d))
+            a = np_attention(y, w, cfg["num_attention_heads"], np.ones(n, bool), biases=False)
+            return (a - np.sum(a * y, 1, keepdims=True) * y).ravel()
+
+        x = solve_ivp(rhs, (0.0, 1.0), x.ravel(), rtol=1e-11, atol=1e-13).y[:, -1]
+        x = _np_unit(x.reshape(n, d))
+        states.append(x)
+    return np.stack(states)
+
+
+def test_compare_with_flow_against_numpy_and_scipy(tiny):
+    _, weights = tiny["bert"]
+    model = tiny["bert64"]
+    cmp = pretrained.compare_with_flow(model, TEXT, pad_to=16, rtol=1e-10, atol=1e-12)
+    out = model.hidden_states(TEXT)
+    real = _np_unit(np_encoder(weights, BERT_CONFIG, np.asarray(out.input_ids)))
+    assert cmp.tokens == TOKENS  # the padding is gone
+    np.testing.assert_allclose(np.asarray(cmp.real), real, atol=1e-10)
+    sim = _np_flow(weights, BERT_CONFIG, real[0], 2)
+    np.testing.assert_allclose(np.asarray(cmp.simulated), sim, atol=1e-8)
+    np.testing.assert_allclose(cmp.agreement, np.mean(np.sum(sim * real, -1), -1), atol=1e-8)
+
+    def mmd(x, y, kappa=1.0):
+        k = lambda a, b: np.exp(kappa * (a @ b.T - 1)).mean()
+        return k(x, x) + k(y, y) - 2 * k(x, y)
+
+    want = [mmd(s, r) for s, r in zip(sim, real, strict=True)]
+    np.testing.assert_allclose(cmp.mmd, want, atol=1e-8)
+    np.testing.assert_allclose(cmp.identity_mmd, [mmd(real[0], r) for r in real], atol=1e-10)
+    assert float(cmp.identity_agreement[0]) == pytest.approx(1.0)
+    assert float(cmp.sliced_wasserstein[0]) == pytest.approx(0.0, abs=1e-12)
+    assert float(cmp.identity_sliced_wasserstein[-1]) > 0
+    np.testing.assert_allclose(cmp.betas, [0.5, 0.5])
+    # Without padding: the same numbers (padding is masked, not merely shipped along).
+    plain = pretrained.compare_with_flow(model, TEXT, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(plain.simulated, cmp.simulated, atol=1e-12)
+    # Rescaled β_k = r_k²/√d_h from the real (unpadded) states entering layer k.
+    raw = np_encoder(weights, BERT_CONFIG, np.asarray(out.input_ids))
+    r2 = np.mean(np.sum(raw**2, -1), -1)
+    scaled = pretrained.compare_with_flow(model, TEXT, pad_to=16, rescale=True, method="layers")
+    np.testing.assert_allclose(scaled.betas, 0.5 * r2[:2], rtol=1e-10)
+    with pytest.raises(ValueError, match="method"):
+        pretrained.compare_with_flow(model, TEXT, method="euler")
+    with pytest.raises(ValueError, match="layers"):
+        pretrained.compare_with_flow(model, TEXT, layers=[0, 1, 0])
+
+
+def test_layer_statistics_against_numpy(tiny):
+    from scipy.sparse.csgraph import connected_components
+
+    _, weights = tiny["bert"]
+    model = tiny["bert64"]
+    stats = pretrained.layer_statistics(model, TEXT, pad_to=16, deltas=[0.05, 0.5], bins=10)
+    out = model.hidden_states(TEXT)
+    x = _np_unit(np_encoder(weights, BERT_CONFIG, np.asarray(out.input_ids)))
+    n = x.shape[1]
+    gram = np.einsum("lid,ljd->lij", x, x)
+    off = ~np.eye(n, dtype=bool)
+    np.testing.assert_allclose(stats.mean_cosine, gram[:, off].mean(-1), atol=1e-12)
+    for delta, column in zip([0.05, 0.5], np.asarray(stats.clusters).T, strict=True):
+        want = [connected_components(g >= 1 - delta, directed=False)[0] for g in gram]
+        assert column.tolist() == want
+    energy = np.exp(gram).sum((1, 2)) / (2 * n**2)  # (3.5) at β = 1, weights 1/n
+    np.testing.assert_allclose(stats.energy, energy, rtol=1e-12)
+    np.testing.assert_allclose(stats.relative_energy, 2 * np.exp(-1) * energy, rtol=1e-12)
+    iu = np.triu_indices(n, 1)
+    for hist, g in zip(np.asarray(stats.histogram), gram, strict=True):
+        want, _ = np.histogram(g[iu], bins=10, range=(-1, 1), density=True)
+        np.testing.assert_allclose(hist, want, atol=1e-12)

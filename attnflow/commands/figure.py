@@ -28,6 +28,10 @@ def configure(parser):
 
 def run(args) -> int:
     import jax
+    import matplotlib
+
+    # Files only: no window, whatever the user's default backend (attnflow.plot leaves it alone).
+    matplotlib.use("Agg")
 
     out = output_folder(args.out)  # before the minutes of compute, not after
     jax.config.update("jax_enable_x64", True)
@@ -36,12 +40,31 @@ def run(args) -> int:
     start = time.perf_counter()
     from attnflow.pretrained import ModelNotInstalledError
 
+    # One plain line per phase (readable in a log file); the phase engine's own bar counts
+    # systems and shows compilation separately.
+    print(f"{args.name} ({args.preset}): computing ...", file=sys.stderr, flush=True)
+
     try:
         paths = module.make(params, out, args.seed)
     except ModelNotInstalledError as error:  # the message gives the pip command
         print(f"attnflow figure {args.name}: {error}", file=sys.stderr)
         return 1
-    print(f"{args.name} ({args.preset}) in {time.perf_counter() - start:.1f} s:")
+    print(f"{args.name} ({args.preset}) in {time.perf_counter() - start:.1f} s{_phases(paths)}:")
     for path in paths:
         print(f"  wrote {path}")
     return 0
+
+
+def _phases(paths) -> str:
+    """The phase timings a figure recorded in its JSON (load, compile, compute, plot, ...)."""
+    import json
+
+    for path in paths:
+        if str(path).endswith(".json"):
+            try:
+                timings = json.loads(open(path).read()).get("timings_s", {})
+            except (OSError, ValueError):
+                return ""
+            parts = [f"{k} {v:.1f} s" for k, v in timings.items() if isinstance(v, int | float)]
+            return f" ({', '.join(parts)})" if parts else ""
+    return ""

@@ -30,12 +30,9 @@ import functools
 import pathlib
 import time
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-import attnflow as af
 from attnflow.figures._output import write_outputs
 
 PRESETS = {
@@ -91,36 +88,22 @@ def unit(states) -> np.ndarray:
 
 
 def statistics(x, *, bins: int, deltas, energy_beta: float) -> dict:
-    """Per layer statistics of unit tokens x (layers, n, d): ``hist`` (layers, bins) density of
-    ⟨x_i, x_j⟩, i < j, on [−1, 1] with ``edges``; ``mean_cosine`` (layers,) over i ≠ j;
-    ``clusters`` (layers, len(deltas)); ``energy`` (layers,) E_β and ``relative_energy``
-    2βe^{−β}E_β."""
+    """Per layer statistics of unit tokens x (layers, n, d), as a dict of NumPy arrays:
+    :func:`attnflow.pretrained.statistics_of` (``hist`` is its ``histogram``)."""
+    from attnflow import pretrained
+
     x = np.asarray(x, np.float64)
-    n = x.shape[-2]
-    hist, edges = af.inner_product_histogram(jnp.asarray(x), bins=bins)
-    gram = np.einsum("lid,ljd->lij", x, x)
-    mean_cosine = (gram.sum(axis=(1, 2)) - np.trace(gram, axis1=1, axis2=2)) / (n * (n - 1))
-    clusters = np.asarray(_cluster_counts(jnp.asarray(x), jnp.asarray(deltas, x.dtype)))
-    energy = np.asarray(_energies(af.InteractionEnergy(energy_beta), jnp.asarray(x)))
+    stats = pretrained.statistics_of(
+        jnp.asarray(x), bins=bins, deltas=deltas, energy_beta=energy_beta
+    )
     return {
-        "hist": np.asarray(hist),
-        "edges": np.asarray(edges),
-        "mean_cosine": mean_cosine,
-        "clusters": clusters,
-        "energy": energy,
-        "relative_energy": 2 * energy_beta * np.exp(-energy_beta) * energy,
+        "hist": np.asarray(stats.histogram),
+        "edges": np.asarray(stats.edges),
+        "mean_cosine": np.asarray(stats.mean_cosine),
+        "clusters": np.asarray(stats.clusters),
+        "energy": np.asarray(stats.energy),
+        "relative_energy": np.asarray(stats.relative_energy),
     }
-
-
-@jax.jit
-def _cluster_counts(x, deltas):
-    per_delta = jax.vmap(af.count_clusters, in_axes=(None, 0))
-    return jax.vmap(per_delta, in_axes=(0, None))(x, deltas)
-
-
-@eqx.filter_jit
-def _energies(energy, x):
-    return jax.vmap(energy)(x)
 
 
 def compute(model, text: str, params: dict) -> dict:
@@ -129,7 +112,7 @@ def compute(model, text: str, params: dict) -> dict:
     from attnflow import pretrained
 
     out = model.hidden_states(text, max_length=params["max_length"])
-    states = unit(out.hidden_states)
+    states, tokens = pretrained.unpadded_unit_states(out)
     num_layers = model.config.num_hidden_layers
     schedule = pretrained.deep_schedule(num_layers, params["deep_layers"], params["deep_mode"])
     deep = unit(model.hidden_states(text, max_length=params["max_length"], schedule=schedule)[0])
@@ -138,7 +121,7 @@ def compute(model, text: str, params: dict) -> dict:
     snapshots = np.asarray(params["deep_snapshots"], int)
     return {
         "states": states.astype(np.float32),
-        "tokens": np.asarray(out.tokens),
+        "tokens": np.asarray(tokens),
         "edges": real["edges"],
         **{k: v for k, v in real.items() if k != "edges"},
         "deep_snapshots": snapshots,
@@ -151,6 +134,8 @@ def compute(model, text: str, params: dict) -> dict:
 def plot_figure(data: dict, params: dict):
     """Top: histograms per layer. Middle: the deep variant. Bottom: mean cosine, clusters and
     relative energy against depth."""
+    from matplotlib.ticker import MaxNLocator
+
     from attnflow import plot
     from attnflow.plot._common import plt
 
@@ -183,16 +168,20 @@ def plot_figure(data: dict, params: dict):
     ax_cos.plot(depth, data["deep_mean_cosine"], color="C3", label="deep variant")
     ax_cos.plot(real, data["mean_cosine"], "o-", color="C0", label="trained stack")
     ax_cos.set(xlabel="layer", ylabel="mean cosine", ylim=(min(0, ax_cos.get_ylim()[0]), 1))
+    ax_cos.set_title("mean ⟨x_i, x_j⟩, i ≠ j", fontsize=10)
     ax_cos.legend(frameon=False)
     for j, delta in enumerate(params["deltas"]):
         ax_clusters.plot(depth, data["deep_clusters"][:, j], color=f"C{j}", label=f"δ = {delta:g}")
         ax_clusters.plot(real, data["clusters"][:, j], "o", color=f"C{j}", ms=3)
-    ax_clusters.set(xlabel="layer", ylabel="clusters (dots: trained stack)")
+    ax_clusters.set(xlabel="layer", ylabel="clusters")
+    ax_clusters.set_title("clusters at δ (dots: trained stack)", fontsize=10)
+    ax_clusters.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_clusters.legend(frameon=False, fontsize=7)
     ax_energy.plot(depth, data["deep_relative_energy"], color="C3")
     ax_energy.plot(real, data["relative_energy"], "o-", color="C0")
     beta = params["energy_beta"]
-    ax_energy.set(xlabel="layer", ylabel=f"2βe^(−β) E_β, β = {beta:g}  (1: one point)")
+    ax_energy.set(xlabel="layer", ylabel="2β e$^{-β}$ E$_β$")
+    ax_energy.set_title(f"energy, β = {beta:g} (1: all tokens at one point)", fontsize=10)
     for ax in (ax_cos, ax_clusters, ax_energy):
         ax.grid(alpha=0.3)
     return fig

@@ -15,7 +15,10 @@ from ._clusters import (
     energy_staircase as energy_staircase,
     inner_product_histograms as inner_product_histograms,
 )
-from ._common import clustered_fraction_curve as clustered_fraction_curve
+from ._common import (
+    clustered_fraction_curve as clustered_fraction_curve,
+    save_figures as save_figures,
+)
 from ._landscape import critical_point_spectra as critical_point_spectra
 from ._movie import available_movie_format as available_movie_format, token_movie as token_movie
 from ._phase import phase_diagram_heatmap as phase_diagram_heatmap

@@ -32,7 +32,8 @@ def critical_point_spectra(spectra, labels, *, tol=1e-12, ax=None, path=None, ti
             f"labels: expected one label per spectrum ({len(spectra)}), got {len(labels)}"
         )
     fig, ax = (
-        plt.subplots(figsize=(max(4.0, 0.5 * len(spectra) + 2), 3.2))
+        # Constrained layout makes room for the rotated tick labels below the axes.
+        plt.subplots(figsize=(max(4.0, 0.5 * len(spectra) + 2), 3.6), layout="constrained")
         if ax is None
         else (ax.figure, ax)
     )
@@ -52,7 +53,12 @@ def critical_point_spectra(spectra, labels, *, tol=1e-12, ax=None, path=None, ti
         if nonzero.size:
             smallest = min(smallest, float(nonzero.min()))
     ax.axhline(0.0, color="0.6", lw=0.8)
-    ax.set_yscale("symlog", linthresh=smallest if np.isfinite(smallest) else 1.0)
+    linthresh = smallest if np.isfinite(smallest) else 1.0
+    ax.set_yscale("symlog", linthresh=linthresh)
+    # Keep 0 and the decades beyond the linear band: labels at ±linthresh would sit on top of
+    # the 0 label.
+    ticks = [v for v in ax.get_yticks() if v == 0 or abs(v) >= 10 * linthresh]
+    ax.set_yticks(ticks)
     ax.set_xticks(range(len(spectra)), labels, rotation=60, ha="right")
     ax.set(ylabel="Hessian eigenvalues", title=title)
     ax.grid(alpha=0.3, axis="y")

@@ -18,6 +18,15 @@ Example:
 import importlib.resources
 
 from ._attention import attention_field as attention_field, attention_stack as attention_stack
+from ._compare import (
+    FlowComparison as FlowComparison,
+    LayerStatistics as LayerStatistics,
+    compare_with_flow as compare_with_flow,
+    layer_distances as layer_distances,
+    layer_statistics as layer_statistics,
+    statistics_of as statistics_of,
+    unpadded_unit_states as unpadded_unit_states,
+)
 from ._config import EncoderConfig as EncoderConfig
 from ._encoder import (
     Embeddings as Embeddings,
