@@ -314,8 +314,11 @@ def as_array(x, name: str, *, dtype=None):
 
 
 def check_real(x, name: str):
-    """Complex values would lose their imaginary part silently: reject them (and bools/objects)."""
-    kind = jnp.result_type(x)
+    """Complex values would lose their imaginary part silently: reject them."""
+    if isinstance(x, (list, tuple)):
+        kind = np.asarray(x).dtype
+    else:
+        kind = jnp.result_type(x)
     if jnp.issubdtype(kind, jnp.complexfloating):
         raise ValueError(
             f"{name}: expected real numbers, got complex dtype {kind} (the flow lives on the "
@@ -428,9 +431,10 @@ MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a cluster
 
 def check_budget(name: str, requested, limit, *, what: str, hint: str = ""):
     """Refuse, before starting, a request whose size follows from an argument and exceeds
-    ``limit``: say how large it is and by what factor it exceeds the limit."""
+    ``limit``: say how large it is and by what factor it exceeds the limit. ``what`` names the
+    quantity (e.g. "solver steps"), ``hint`` says how to make the request smaller."""
     if requested > limit:
         raise ValueError(
-            f"{name}: the request needs {what} = {requested:.3g}, {requested / limit:.3g} times "
-            f"the limit {limit:.3g}{'; ' + hint if hint else ''}"
+            f"{name}: expected a request of at most {limit:.3g} {what}, got {requested:.3g} "
+            f"({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
         )

@@ -3,12 +3,6 @@
 import json
 import time
 
-import jax
-import jax.numpy as jnp
-import jax.random as jr
-import numpy as np
-from tqdm import tqdm
-
 from attnflow.commands._args import (
     at_least,
     nonnegative_float,
@@ -30,6 +24,12 @@ def configure(parser):
 
 
 def run(args) -> int:
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+    from tqdm import tqdm
+
     import attnflow as af
     from attnflow import plot
 
