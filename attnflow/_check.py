@@ -23,11 +23,10 @@ def unit_norm_tolerance(dtype) -> float:
 SUPPORTED_DTYPES = ("float32", "float64")
 
 
-def as_tokens(x):
-    """Python lists and tuples of numbers become arrays of the default floating dtype."""
-    if isinstance(x, (list, tuple)):
-        return jnp.asarray(x, dtype=float)
-    return x
+def as_tokens(x, name: str = "x"):
+    """Python lists and tuples of numbers become arrays of the default floating dtype; strings,
+    None and other objects are rejected  with a message naming the argument."""
+    return as_array(x, name)
 
 
 def check_dtype(x, name: str = "x"):
@@ -47,7 +46,14 @@ def check_dtype(x, name: str = "x"):
 
 def check_shape_tokens(x, name: str = "x"):
     """Static checks: a float32 or float64 (n, d) array with n >= 1 and d >= 2."""
+    x = as_array(x, name)
     shape = jnp.shape(x)
+    if len(shape) == 3:
+        raise ValueError(
+            f"{name}: expected tokens of shape (n, d), got (T, n, d) = {shape}: one system at a "
+            "time; for a trajectory such as sol.ys use jax.vmap over the first axis (or "
+            "attnflow.energy_along for energies)"
+        )
     if len(shape) != 2:
         raise ValueError(
             f"{name}: expected tokens of shape (n, d) (one system; batch with jax.vmap), "
@@ -67,7 +73,7 @@ def check_tokens(x, name: str = "x", *, unit: bool = True):
     Python lists and tuples are converted to arrays of the default floating dtype. Returns ``x``
     (converted, and wrapped with ``eqx.error_if`` when traced); use the returned value.
     """
-    x = as_tokens(x)
+    x = as_tokens(x, name)
     check_shape_tokens(x, name)
     dtype = jnp.result_type(x)
     tol = unit_norm_tolerance(dtype)
@@ -91,6 +97,13 @@ def check_tokens(x, name: str = "x", *, unit: bool = True):
         worst = int(np.argmax(np.abs(norms - 1)))
         gap = norms[worst] - 1
         if abs(gap) > tol:
+            columns = np.linalg.norm(values.astype(np.float64), axis=0)
+            if values.shape[0] >= 2 and np.all(np.abs(columns - 1) <= tol):
+                raise ValueError(
+                    f"{name}: expected tokens of shape (n, d) with unit rows, got shape "
+                    f"{values.shape} whose columns have unit norm: the array looks transposed "
+                    f"(pass {name}.T)"
+                )
             zero = " (a zero row)" if norms[worst] == 0 else ""
             raise ValueError(
                 f"{name}: tokens must lie on the unit sphere (||x_i| - 1| <= {tol:.1e} in "
@@ -101,7 +114,13 @@ def check_tokens(x, name: str = "x", *, unit: bool = True):
 
 
 def check_nonzero_rows(x, name: str = "x"):
-    """Rows must be non-zero to be projected onto the sphere."""
+    """Rows must be finite and non-zero to be projected onto the sphere."""
+    x = as_array(x, name)
+    check_real(x, name)
+    if jnp.ndim(x) < 1:
+        expected(name, "an array of shape (..., d)", x)
+    if not is_traced(x) and not np.all(np.isfinite(np.asarray(x))):
+        raise ValueError(f"{name}: expected finite values, got NaN or inf")
     if is_traced(x):
         return eqx.error_if(
             x, jnp.any(jnp.all(x == 0, axis=-1)), f"{name}: a zero row cannot be normalised"
@@ -114,8 +133,7 @@ def check_nonzero_rows(x, name: str = "x"):
 
 def check_beta(beta, *, positive: bool = False, name: str = "beta"):
     """β must be a finite real scalar, >= 0 (> 0 when ``positive``)."""
-    if jnp.ndim(beta) != 0:
-        raise ValueError(f"{name}: expected a scalar, got shape {jnp.shape(beta)}")
+    _scalar(beta, name)
     bound = "> 0" if positive else ">= 0"
     if is_traced(beta):
         bad = ~jnp.isfinite(beta) | ((beta <= 0) if positive else (beta < 0))
@@ -149,29 +167,20 @@ def check_symmetric(matrix, name: str, why: str):
 
 
 def check_weights(weights, n: int, name: str = "weights"):
-    """Weights of an empirical measure: shape (n,), finite, non-negative."""
-    if weights is None:
-        return None
-    if jnp.shape(weights) != (n,):
-        raise ValueError(
-            f"{name}: expected shape ({n},) to match the {n} tokens, got {jnp.shape(weights)}"
-        )
-    if is_traced(weights):
-        return eqx.error_if(
-            weights,
-            ~jnp.all(jnp.isfinite(weights)) | jnp.any(weights < 0),
-            f"{name}: expected finite non-negative weights",
-        )
-    values = np.asarray(weights)
-    if not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise ValueError(f"{name}: expected finite non-negative weights, got {values}")
-    return weights
+    """Weights of an empirical measure: see :func:`check_measure` (shape (n,), finite,
+    non-negative, positive total mass)."""
+    return check_measure(weights, n, name)
 
 
 def _scalar(value, name: str):
     """A real scalar: static check of shape and kind (Python number or 0-d array)."""
-    if isinstance(value, (bool, str)) or jnp.ndim(value) != 0:
-        raise ValueError(f"{name}: expected a real scalar, got {value!r}")
+    if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
+        expected(name, "a real scalar", value)
+    if not isinstance(value, (int, float, complex, np.number)) and not hasattr(value, "dtype"):
+        expected(name, "a real scalar", value)
+    if jnp.ndim(value) != 0:
+        expected(name, "a real scalar", f"= an array of shape {jnp.shape(value)}")
+    check_real(value, name)
     kind = jnp.result_type(value)
     if not (jnp.issubdtype(kind, jnp.floating) or jnp.issubdtype(kind, jnp.integer)):
         raise ValueError(f"{name}: expected a real scalar, got dtype {kind}")
@@ -209,16 +218,20 @@ def check_max_steps(max_steps, name: str = "max_steps"):
     return int(max_steps)
 
 
-def check_delta(delta, name: str = "delta", *, low: float = 0.0, high: float = 2.0):
-    """Clustering threshold δ of ⟨x_i, x_j⟩ >= 1 − δ: finite, in [low, high]."""
+def check_delta(delta, name: str = "delta"):
+    """The one range of the clustering threshold δ of ⟨x_i, x_j⟩ >= 1 − δ: 0 < δ < 2.
+
+    δ = 0 asks for bitwise-equal tokens (a count of floating-point coincidences) and δ >= 2
+    puts every pair in one cluster: neither is a question about clustering.
+    """
     _scalar(delta, name)
-    expected = f"a threshold {low:g} <= {name} <= {high:g}"
+    what = f"a threshold 0 < {name} < 2"
     if is_traced(delta):
-        bad = ~(jnp.isfinite(delta) & (delta >= low) & (delta <= high))
-        return eqx.error_if(delta, bad, f"{name}: expected {expected}")
+        bad = ~(jnp.isfinite(delta) & (delta > 0) & (delta < 2))
+        return eqx.error_if(delta, bad, f"{name}: expected {what}")
     value = float(delta)
-    if not (np.isfinite(value) and low <= value <= high):
-        raise ValueError(f"{name}: expected {expected}, got {value}")
+    if not (np.isfinite(value) and 0 < value < 2):
+        raise ValueError(f"{name}: expected {what}, got {value}")
     return delta
 
 
@@ -256,3 +269,172 @@ def check_save_times(ts, t0, t1, name: str = "ts"):
             f"{name}[{bad + 1}] = {values[bad + 1]}"
         )
     return ts
+
+
+# ---------------------------------------------------------------------------------------------
+# One message format: "<argument>: expected <what>, got <what came>[; <how to fix>]".
+
+
+def describe(value) -> str:
+    """What came, briefly: the value for scalars and strings, dtype and shape for arrays."""
+    if isinstance(value, (str, bool, int, float, complex)) or value is None:
+        return f"{value!r} ({type(value).__name__})"
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        dtype = getattr(value, "dtype", None)
+        return f"an array of shape {tuple(shape)} and dtype {dtype}"
+    return f"{type(value).__name__} {value!r}"[:200]
+
+
+def expected(name: str, what: str, value, hint: str = ""):
+    """Raise ``error`` in the one format; ``value`` is described with :func:`describe`."""
+    # A string starting with "= " is a ready-made description of what came.
+    got = value[2:] if isinstance(value, str) and value.startswith("= ") else describe(value)
+    raise ValueError(f"{name}: expected {what}, got {got}{'; ' + hint if hint else ''}")
+
+
+def as_array(x, name: str, *, dtype=None):
+    """Python lists, tuples and scalars become arrays (of the default floating dtype when the
+    entries are real numbers); complex, string and object inputs are rejected with a message."""
+    if isinstance(x, (str, bytes)) or x is None:
+        expected(name, "an array", x)
+    if isinstance(x, (list, tuple, int, float, complex)) and not isinstance(x, bool):
+        try:
+            values = np.asarray(x)
+        except ValueError:
+            expected(name, "a rectangular array", "= a ragged list")
+        if values.dtype.kind not in "biufc":
+            expected(name, "an array of numbers", f"= a list of {values.dtype}")
+        if values.dtype.kind == "c":
+            check_real(values, name)
+        return jnp.asarray(values, dtype=dtype if dtype is not None else float)
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        expected(name, "an array", x)
+    return x
+
+
+def check_real(x, name: str):
+    """Complex values would lose their imaginary part silently: reject them."""
+    if isinstance(x, (list, tuple)):
+        kind = np.asarray(x).dtype
+    else:
+        kind = jnp.result_type(x)
+    if jnp.issubdtype(kind, jnp.complexfloating):
+        raise ValueError(
+            f"{name}: expected real numbers, got complex dtype {kind} (the flow lives on the "
+            "real sphere; pass the real part explicitly if that is what you mean)"
+        )
+    return x
+
+
+def check_bool(value, name: str) -> bool:
+    """A bool: True or False (a NumPy bool too). The string "False" is truthy, so it is an error."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if hasattr(value, "dtype") and jnp.ndim(value) == 0 and jnp.result_type(value) == jnp.bool_:
+        if is_traced(value):
+            expected(name, "a Python bool (it selects the program, so it is static)", value)
+        return bool(value)
+    expected(name, "a bool (True or False)", value)
+
+
+def check_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """An integer (Python or NumPy, not a bool, not 2.5 nor "3") in [low, high]."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if hasattr(value, "dtype") and jnp.ndim(value) == 0 and not is_traced(value):
+            if jnp.issubdtype(jnp.result_type(value), jnp.integer):
+                value = int(value)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+            expected(name, "an integer", value)
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        if low == 1 and high is None:
+            what = "a positive integer"
+        elif high is None:
+            what = f"an integer >= {low}"
+        elif low is None:
+            what = f"an integer <= {high}"
+        else:
+            what = f"an integer in [{low}, {high}]"
+        expected(name, what, value)
+    return value
+
+
+def check_range(value, name: str, low: float, high: float, *, what: str = "a value"):
+    """A finite real scalar in the closed interval [low, high] (e.g. a correlation ρ in [−1, 1])."""
+    _scalar(value, name)
+    if is_traced(value):
+        bad = ~(jnp.isfinite(value) & (value >= low) & (value <= high))
+        return eqx.error_if(value, bad, f"{name}: expected {what} in [{low:g}, {high:g}]")
+    if not (np.isfinite(float(value)) and low <= float(value) <= high):
+        expected(name, f"{what} in [{low:g}, {high:g}]", float(value))
+    return value
+
+
+def check_tolerance(value, name: str):
+    """A tolerance: a finite real scalar > 0 (a negative tolerance silently accepts anything)."""
+    return check_positive_scalar(value, name, what="tolerance")
+
+
+def check_key(key, name: str = "key"):
+    """A JAX PRNG key: a typed key from ``jax.random.key(seed)``, or a legacy uint32 key of shape
+    (..., 2) from ``jax.random.PRNGKey(seed)``, which is wrapped into a typed key. An int seed is
+    rejected with a message that says how to make a key."""
+    if hasattr(key, "dtype") and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    hint = "make one with jax.random.key(seed), e.g. jax.random.key(0)"
+    if hasattr(key, "dtype") and key.dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,):
+        return jax.random.wrap_key_data(key)
+    expected(name, "a JAX PRNG key", key, hint)
+
+
+def check_dict_keys(mapping, name: str, known, *, allow_none: bool = True):
+    """A dict of options whose keys are all known: a misspelt key would otherwise be ignored."""
+    if mapping is None and allow_none:
+        return None
+    if not isinstance(mapping, dict):
+        return mapping
+    unknown = sorted(set(mapping) - set(known), key=str)
+    if unknown:
+        raise ValueError(
+            f"{name}: unknown key(s) {unknown}; expected keys among {sorted(known)}, got "
+            f"{sorted(mapping, key=str)}"
+        )
+    return mapping
+
+
+def check_measure(weights, n: int, name: str = "weights"):
+    """Weights of an empirical measure Σ_i w_i δ_{x_i}: shape (n,), real, finite, non-negative,
+    with a positive total mass. None means uniform and is returned as None."""
+    if weights is None:
+        return None
+    weights = as_array(weights, name)
+    check_real(weights, name)
+    if jnp.shape(weights) != (n,):
+        raise ValueError(
+            f"{name}: expected shape ({n},) to match the {n} tokens, got {jnp.shape(weights)}"
+        )
+    message = f"{name}: expected finite non-negative weights with a positive sum (a measure)"
+    if is_traced(weights):
+        bad = ~jnp.all(jnp.isfinite(weights)) | jnp.any(weights < 0) | ~(jnp.sum(weights) > 0)
+        return eqx.error_if(weights, bad, message)
+    values = np.asarray(weights)
+    if not np.all(np.isfinite(values)) or np.any(values < 0) or not np.sum(values) > 0:
+        raise ValueError(f"{message}, got {values}")
+    return weights
+
+
+# Work and memory that follow from an argument are checked before any compilation or allocation.
+MAX_GRID_POINTS = 2**27  # 128 M evaluations of a kernel sum: minutes; more is a mistake
+MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a clustered state needs
+
+
+def check_budget(name: str, requested, limit, *, what: str, hint: str = ""):
+    """Refuse, before starting, a request whose size follows from an argument and exceeds
+    ``limit``: say how large it is and by what factor it exceeds the limit. ``what`` names the
+    quantity (e.g. "solver steps"), ``hint`` says how to make the request smaller."""
+    if requested > limit:
+        raise ValueError(
+            f"{name}: expected a request of at most {limit:.3g} {what}, got {requested:.3g} "
+            f"({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
+        )

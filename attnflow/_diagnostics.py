@@ -10,8 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._check import as_tokens, check_delta, check_shape_tokens, check_tokens, check_weights
-from ._energy import default_weights
+from ._check import (
+    as_array,
+    check_bool,
+    check_delta,
+    check_int,
+    check_real,
+    check_tokens,
+    check_weights,
+    expected,
+    is_traced,
+)
+from ._energy import check_energy_input, default_weights
 from ._sphere import unit_rows
 
 
@@ -23,8 +33,7 @@ def gram(x: Float[Array, "n d"]) -> Float[Array, "n n"]:
         >>> af.gram(jnp.eye(2)).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
     """
-    x = as_tokens(x)
-    check_shape_tokens(x)
+    x = check_energy_input(x)
     return x @ x.T
 
 
@@ -102,6 +111,16 @@ def _component_minima(close):
 
 def count_clusters(x: Float[Array, "n d"], delta: float = 1e-3) -> Int[Array, ""]:
     """Number of connected components of the graph i ~ j iff ⟨x_i, x_j⟩ ≥ 1 − δ.
+
+    Choosing δ: two tokens are linked when their angle is at most arccos(1 − δ) ≈ √(2δ), so the
+    default δ = 1e-3 links tokens within 2.6° whatever d is. That is the paper's threshold for
+    tokens that have collapsed under the flow (Fig. 3). It does not scale with the data, on
+    purpose: a count is comparable across times, layers and models only with a fixed δ. Hidden
+    states of a trained model (e.g. MiniLM, d = 384) are anisotropic: all pairs may have cosine
+    ≈ 0.998 without being clustered in the flow's sense, and δ = 1e-3 then splits them into as
+    many "clusters" as tokens. Pick δ from the data's own scale instead, e.g. a gap in
+    :func:`attnflow.inner_product_histogram`, or a fraction of 1 − (mean cosine) such as
+    ``delta = 0.1 * float(1 - gram(x).mean())``.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -205,6 +224,8 @@ def inner_product_histogram(
         >>> hist.tolist(), edges.tolist()  # pairs: 1, 0, 0
         ([0.0, 3.0], [-1.0, 0.0, 1.0])
     """
+    x = as_array(x, "x")
+    check_real(x, "x")
     shape = jnp.shape(x)
     if len(shape) < 2 or shape[-2] < 2:
         raise ValueError(
@@ -212,12 +233,15 @@ def inner_product_histogram(
         )
     if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
         raise ValueError(f"x: expected a floating-point array, got dtype {jnp.result_type(x)}")
-    if int(bins) != bins or bins < 1:
-        raise ValueError(f"bins: expected a positive integer, got {bins}")
+    if not is_traced(x) and not np.all(np.isfinite(np.asarray(x))):
+        raise ValueError("x: expected finite hidden states, got NaN or inf")
+    bins = check_int(bins, "bins", low=1)
+    normalize, density = check_bool(normalize, "normalize"), check_bool(density, "density")
+    if not isinstance(range, (tuple, list)) or len(range) != 2:
+        expected("range", "a pair (lo, hi)", range)
     lo, hi = (float(v) for v in range)
-    if not lo < hi:
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise ValueError(f"range: expected (lo, hi) with lo < hi, got {range}")
-    bins = int(bins)
     # NumPy's edges, bit for bit (jnp.linspace rounds differently, e.g. at 0).
     edges = jnp.asarray(np.linspace(lo, hi, bins + 1), jnp.result_type(x))
     flat = jnp.reshape(x, (-1, *shape[-2:]))
@@ -287,9 +311,16 @@ def energy_along(
         >>> e.shape, bool(jnp.all(jnp.diff(e) > 0))  # USA is a gradient ascent of E_β
         ((5,), True)
     """
+    trajectory = as_array(trajectory, "trajectory")
+    check_real(trajectory, "trajectory")
     shape = jnp.shape(trajectory)
     if len(shape) < 2:
         raise ValueError(f"trajectory: expected states of shape (*time, n, d), got shape {shape}")
+    if not is_traced(trajectory) and not np.all(np.isfinite(np.asarray(trajectory))):
+        raise ValueError("trajectory: expected finite states, got NaN or inf")
+    if not callable(energy):
+        expected("energy", "an energy energy(x, weights), e.g. attnflow.InteractionEnergy", energy)
+    weights = check_weights(weights, shape[-2])
     if log_shift is not None and not hasattr(energy, "scaled"):
         raise ValueError(
             f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "

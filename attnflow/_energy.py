@@ -7,7 +7,27 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_matrix, check_shape_tokens, check_symmetric, check_weights
+from ._check import (
+    check_beta,
+    check_matrix,
+    check_real,
+    check_shape_tokens,
+    check_symmetric,
+    check_tokens,
+    check_weights,
+    is_traced,
+)
+
+
+def check_energy_input(x, name: str = "x"):
+    """Tokens of one system, shape (n, d) (a (T, n, d) trajectory is diagnosed as such): finite
+    when concrete. Energies and metrics are evaluated on the Euclidean extension (autodiff and
+    Hessians see points off the sphere), so unit norm is not required, and traced calls (inside
+    a solver or a Hessian) get the static shape check only."""
+    if is_traced(x):
+        check_shape_tokens(x, name)
+        return x
+    return check_tokens(x, name, unit=False)
 
 
 def default_weights(n: int, dtype) -> Float[Array, " n"]:
@@ -50,6 +70,11 @@ class InteractionEnergy(AbstractEnergy):
         beta: inverse temperature β > 0 (scalar).
         A: (d, d) symmetric bilinear form; A = QᵀK in the §3.4 gradient-flow identity.
 
+    Calling it on ``x`` of shape (n, d) gives a scalar. A (T, n, d) trajectory is refused with
+    "expected (n, d), got (T, n, d)": an energy is a function of one system (its gradient is what
+    :func:`attnflow.riemannian_gradient` takes), and :func:`attnflow.energy_along` evaluates it
+    along a trajectory.
+
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> x = af.orthogonal_tokens(2, 2)
@@ -63,6 +88,7 @@ class InteractionEnergy(AbstractEnergy):
     def __init__(self, beta, A=None):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
         if A is not None:
+            check_real(A, "A")
             check_matrix(A, "A", "(d, d)")
             check_symmetric(A, "A", "the interaction energy needs a symmetric bilinear form")
             A = jnp.asarray(A)
@@ -79,7 +105,7 @@ class InteractionEnergy(AbstractEnergy):
         return x @ jnp.asarray(self.A, x.dtype) @ x.T
 
     def scaled(self, x, weights, log_shift):
-        check_shape_tokens(x)
+        x = check_energy_input(x)
         n = x.shape[0]
         w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
         beta = jnp.asarray(self.beta, x.dtype)
@@ -88,6 +114,7 @@ class InteractionEnergy(AbstractEnergy):
 
     def log_scale(self, x, weights):
         del weights
+        x = check_energy_input(x)
         beta = jnp.asarray(self.beta, x.dtype)
         return jax.lax.stop_gradient(jnp.max(beta * self._similarity(x)))
 

@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_matrix, check_symmetric, check_weights
-from ._energy import AbstractEnergy, default_weights
+from ._check import check_beta, check_matrix, check_real, check_symmetric, check_weights, expected
+from ._energy import AbstractEnergy, check_energy_input, default_weights
 from ._sphere import project_tangent
 
 
@@ -52,6 +52,7 @@ class WassersteinMetric(AbstractMetric):
     """
 
     def factors(self, x, weights=None):
+        x = check_energy_input(x)
         n = x.shape[0]
         return default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
 
@@ -78,12 +79,14 @@ class AttentionMetric(AbstractMetric):
     def __init__(self, beta, A=None):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
         if A is not None:
+            check_real(A, "A")
             check_matrix(A, "A", "(d, d)")
             check_symmetric(A, "A", "the attention metric needs a symmetric bilinear form")
             A = jnp.asarray(A)
         self.A = A
 
     def scaled_factors(self, x, weights, log_shift):
+        x = check_energy_input(x)
         n = x.shape[0]
         w = default_weights(n, x.dtype) if weights is None else check_weights(weights, n)
         s = x @ x.T if self.A is None else x @ jnp.asarray(self.A, x.dtype) @ x.T
@@ -112,6 +115,12 @@ def riemannian_gradient(
         >>> bool(jnp.allclose(g, af.SelfAttention(1.0, normalization="n")(0.0, x, None), atol=1e-5))
         True
     """
+    if not isinstance(energy, AbstractEnergy):
+        expected("energy", "an attnflow.AbstractEnergy (e.g. InteractionEnergy(beta))", energy)
+    if not isinstance(metric, AbstractMetric):
+        expected("metric", "an attnflow.AbstractMetric (e.g. WassersteinMetric())", metric)
+    x = check_energy_input(x)
+    weights = check_weights(weights, x.shape[0])
     if metric.rescales_with_energy:
         shift = jax.lax.stop_gradient(energy.log_scale(x, weights))
         euclidean = jax.grad(energy.scaled)(x, weights, shift)

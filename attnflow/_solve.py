@@ -12,6 +12,8 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ._check import (
+    MAX_STEPS_LIMIT,
+    check_budget,
     check_finite_scalar,
     check_max_steps,
     check_positive_scalar,
@@ -169,7 +171,15 @@ def auto_max_steps(t0, t1) -> int:
     span = abs(float(t1) - float(t0))
     if span * _STEPS_PER_UNIT_TIME <= DEFAULT_MAX_STEPS:
         return DEFAULT_MAX_STEPS
-    return 2 ** math.ceil(math.log2(span * _STEPS_PER_UNIT_TIME))
+    steps = 2 ** math.ceil(math.log2(span * _STEPS_PER_UNIT_TIME))
+    check_budget(
+        "t1",
+        steps,
+        MAX_STEPS_LIMIT,
+        what="solver steps (the default cap is 4 steps per unit of |t1 - t0|)",
+        hint="shorten the horizon, or pass max_steps explicitly if you mean it",
+    )
+    return steps
 
 
 _NOT_FINITE_AT_START = (

@@ -3,9 +3,48 @@
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_nonzero_rows, check_tokens
+from ._check import (
+    as_array,
+    check_finite_scalar,
+    check_int,
+    check_key,
+    check_nonzero_rows,
+    check_real,
+    check_tokens,
+    expected,
+    is_traced,
+)
+
+
+def _check_pair(x, v, names=("x", "v")):
+    """Two real arrays of one shape (x and a vector field at x); finite when concrete."""
+    x, v = as_array(x, names[0]), as_array(v, names[1])
+    for value, name in ((x, names[0]), (v, names[1])):
+        check_real(value, name)
+        if jnp.ndim(value) < 1:
+            expected(name, "an array of shape (..., d)", value)
+        if not is_traced(value) and not np.all(np.isfinite(np.asarray(value))):
+            raise ValueError(f"{name}: expected finite values, got NaN or inf")
+    if jnp.shape(x) != jnp.shape(v):
+        raise ValueError(
+            f"{names[1]}: expected the shape of {names[0]} {jnp.shape(x)}, got {jnp.shape(v)}"
+        )
+    return x, v
+
+
+def _check_dtype_arg(dtype):
+    if dtype is None:
+        return jnp.result_type(float)
+    try:
+        dtype = jnp.dtype(dtype)
+    except TypeError:
+        expected("dtype", "float32 or float64", dtype)
+    if dtype.name not in ("float32", "float64"):
+        expected("dtype", "float32 or float64", f"= {dtype}")
+    return dtype
 
 
 def unit_rows(y: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
@@ -46,8 +85,7 @@ def tangent(x: Float[Array, "*batch d"], v: Float[Array, "..."]) -> Float[Array,
         >>> af.tangent(jnp.array([[1.0, 0.0]]), jnp.array([[2.0, 3.0]])).tolist()
         [[0.0, 3.0]]
     """
-    if jnp.shape(x) != jnp.shape(v):
-        raise ValueError(f"v: expected the shape of x {jnp.shape(x)}, got {jnp.shape(v)}")
+    x, v = _check_pair(x, v)
     return v - jnp.sum(x * v, axis=-1, keepdims=True) * x
 
 
@@ -59,6 +97,8 @@ def project_tangent(
     Unlike :func:`tangent` it satisfies ⟨x, P_x v⟩ = 0 for every non-zero x, so a flow driven by it
     conserves |x_i| exactly (docs/maths.md §1.12: the plain extension is repelling when V = −I).
     """
+    x, v = _check_pair(x, v)
+    x = check_nonzero_rows(x, "x")
     return v - jnp.sum(x * v, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True) * x
 
 
@@ -74,11 +114,14 @@ def random_tokens(
         >>> af.random_tokens(jr.key(0), 4, 3).shape
         (4, 3)
     """
-    if d < 2:
-        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
-    if n < 1:
-        raise ValueError(f"n: expected at least one token, got n = {n}")
-    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    key = check_key(key)
+    n, d = check_int(n, "n", low=1), check_int(d, "d", low=2)
+    if isinstance(batch_shape, (int, np.integer)):
+        batch_shape = (batch_shape,)
+    if not isinstance(batch_shape, (tuple, list)):
+        expected("batch_shape", "a tuple of integers >= 0", batch_shape)
+    batch_shape = tuple(check_int(b, "batch_shape", low=0) for b in batch_shape)
+    dtype = _check_dtype_arg(dtype)
     g = jr.normal(key, (*tuple(batch_shape), n, d), dtype=dtype)
     return g / jnp.linalg.norm(g, axis=-1, keepdims=True)
 
@@ -97,11 +140,11 @@ def orthogonal_tokens(
         >>> bool(abs(x @ x.T - jnp.eye(3)).max() < 1e-6)
         True
     """
-    if d < 2:
-        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
+    n, d = check_int(n, "n", low=1), check_int(d, "d", low=2)
     if n > d:
         raise ValueError(f"n: {n} pairwise orthogonal tokens need d >= n, got d = {d}")
-    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    key = None if key is None else check_key(key)
+    dtype = _check_dtype_arg(dtype)
     basis = jnp.eye(n, d, dtype=dtype)
     if key is None:
         return basis
@@ -111,7 +154,19 @@ def orthogonal_tokens(
 
 
 def geodesic(x: Float[Array, "n d"], v: Float[Array, "n d"], t) -> Float[Array, "n d"]:
-    """The exponential map of (S^{d-1})^n: x_i cos(t|v_i|) + v_i/|v_i| sin(t|v_i|), v tangent."""
+    """The exponential map of (S^{d-1})^n: x_i cos(t|v_i|) + v_i/|v_i| sin(t|v_i|), v tangent.
+
+    ``x``: (n, d) tokens on the sphere; ``v``: (n, d) tangent vectors at x; ``t``: a real scalar.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> y = af.geodesic(jnp.array([[1.0, 0.0]]), jnp.array([[0.0, 1.0]]), jnp.pi / 2)
+        >>> [round(v, 6) + 0.0 for v in y[0].tolist()]
+        [0.0, 1.0]
+    """
+    x = check_tokens(x, "x")
+    x, v = _check_pair(x, v)
+    t = check_finite_scalar(t, "t")
     norm = jnp.linalg.norm(v, axis=-1, keepdims=True)
     safe = jnp.where(norm > 0, norm, 1.0)
     return jnp.cos(t * norm) * x + jnp.where(norm > 0, jnp.sin(t * norm) / safe, t) * v

@@ -3,7 +3,9 @@
 Each subcommand lives in ``attnflow/commands/<name>.py`` and exposes ``configure(parser)`` and
 ``run(args) -> int``; register it in ``SUBCOMMANDS``. Options are checked at parse time (the types
 in ``attnflow/commands/_args.py``) or at the start of ``run``, which raises ``UsageError`` before
-computing: the CLI prints it and exits with status 2, as argparse does.
+computing: the CLI prints it and exits with status 2, as argparse does. A usage error is one
+line on stderr (no usage block, no traceback). Subcommand modules import JAX and the library
+inside ``run`` only, so that parsing itself stays cheap.
 """
 
 import argparse
@@ -23,9 +25,16 @@ SUBCOMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: "attnflow demo: error: argument --n: ..." and status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnflow", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="attnflow", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -42,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UsageError as error:
         print(f"attnflow {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        # The library raises ValueError only for bad arguments (docs/conventions.md), before
+        # computing: one line naming the argument, not a traceback.
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"attnflow {args.command}: error: {first}", file=sys.stderr)
         return 2
 
 

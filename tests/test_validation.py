@@ -45,7 +45,7 @@ def test_bad_tokens_under_jit():
     [
         (dict(beta=-1.0), r"beta: expected a finite value >= 0, got -1.0"),
         (dict(beta=float("nan")), r"beta: expected a finite value >= 0, got nan"),
-        (dict(beta=jnp.ones(2)), r"beta: expected a scalar, got shape \(2,\)"),
+        (dict(beta=jnp.ones(2)), r"beta: expected a real scalar, got an array of shape \(2,\)"),
         (
             dict(beta=1.0, Q=jnp.ones((2, 3)), K=jnp.ones((3, 3))),
             r"Q, K: must have the same number of rows k.*Q \(2, 3\) and K \(3, 3\)",

@@ -30,8 +30,8 @@ def test_the_system_has_two_clusters():
     [
         (X.at[1, 0].set(NAN), 1e-3, r"x: tokens contain NaN or inf \(first at row 1, col 0\)"),
         (0.5 * X, 1e-3, r"x: tokens must lie on the unit sphere.*\|x_\d\| - 1 = -5.00e-01"),
-        (X, -1e-3, r"delta: expected a threshold 0 <= delta <= 2, got -0.001"),
-        (X, NAN, r"delta: expected a threshold 0 <= delta <= 2, got nan"),
+        (X, -1e-3, r"delta: expected a threshold 0 < delta < 2, got -0.001"),
+        (X, NAN, r"delta: expected a threshold 0 < delta < 2, got nan"),
         (X.tolist(), "1e-3", r"delta: expected a real scalar"),
     ],
 )
@@ -47,10 +47,10 @@ def test_bad_input_raises_under_jit():
         count(X.at[1, 0].set(NAN), 1e-3)
     with pytest.raises(RUNTIME_ERRORS, match="x: tokens must lie on the unit sphere"):
         count(0.5 * X, 1e-3)
-    with pytest.raises(RUNTIME_ERRORS, match="delta: expected a threshold 0 <= delta <= 2"):
+    with pytest.raises(RUNTIME_ERRORS, match="delta: expected a threshold 0 < delta < 2"):
         count(X, NAN)
     fraction = jax.jit(af.clustered_fraction)
-    with pytest.raises(RUNTIME_ERRORS, match="delta: expected a threshold 0 <= delta <= 2"):
+    with pytest.raises(RUNTIME_ERRORS, match="delta: expected a threshold 0 < delta < 2"):
         fraction(X, -1.0)
 
 

@@ -41,6 +41,10 @@ def positive_int(text: str) -> int:
     return _number(text, int, low=0, strict=True, what="an integer >= 1")
 
 
+def nonnegative_int(text: str) -> int:
+    return _number(text, int, low=0, strict=False, what="an integer >= 0")
+
+
 def positive_float(text: str) -> float:
     return _number(text, float, low=0.0, strict=True, what="a finite number > 0")
 

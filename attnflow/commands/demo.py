@@ -4,12 +4,6 @@ import json
 import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import jax.random as jr
-import numpy as np
-from tqdm import tqdm
-
 from attnflow.commands._args import (
     at_least,
     nonnegative_float,
@@ -31,6 +25,12 @@ def configure(parser):
 
 
 def run(args) -> int:
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+    from tqdm import tqdm
+
     import attnflow as af
     from attnflow import plot
 

@@ -11,7 +11,13 @@ import csv
 import json
 import time
 
-from attnflow.commands._args import output_folder, seed
+from attnflow.commands._args import (
+    at_least,
+    nonnegative_int,
+    output_folder,
+    positive_float,
+    seed,
+)
 
 QUICK = {
     "n": [3, 4],
@@ -25,39 +31,41 @@ QUICK = {
 
 def configure(parser):
     parser.add_argument(
-        "--n", type=int, nargs="+", default=[3, 4, 5, 6, 8], help="numbers of tokens"
+        "--n", type=at_least(2), nargs="+", default=[3, 4, 5, 6, 8], help="numbers of tokens"
     )
     parser.add_argument(
         "--d",
-        type=int,
+        type=at_least(2),
         nargs="+",
         default=[2],
         help="token dimensions (2: the circle of Problem 3; 3: S², …)",
     )
     parser.add_argument(
         "--beta",
-        type=float,
+        type=positive_float,
         nargs="+",
         default=[0.5, 1.0, 2.0, 4.0, 8.0],
         help="inverse temperatures",
     )
-    parser.add_argument("--random", type=int, default=32, help="random starts per system")
+    parser.add_argument(
+        "--random", type=nonnegative_int, default=32, help="random starts per system"
+    )
     parser.add_argument(
         "--flow",
-        type=int,
+        type=nonnegative_int,
         default=8,
         help="(SA) trajectories per system whose metastable states seed searches",
     )
     parser.add_argument(
         "--flow-times",
-        type=float,
+        type=positive_float,
         nargs="+",
         default=[10.0, 100.0, 1000.0],
         help="times at which flow states are taken as seeds",
     )
     parser.add_argument(
         "--gtol",
-        type=float,
+        type=positive_float,
         default=1e-10,
         help="a search counts as converged when |grad| <= gtol (for e^-β E_β)",
     )

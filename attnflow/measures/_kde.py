@@ -16,8 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
+from ._check import MAX_GRID_POINTS, check_bool, check_budget, check_real
 
-def _check(samples, beta, points_per_bandwidth):
+
+def _check(samples, beta, points_per_bandwidth, circular=False):
+    check_bool(circular, "circular")
+    check_real(samples, "samples"), check_real(beta, "beta")
     samples = np.asarray(samples)
     if samples.ndim < 1 or samples.shape[-1] < 1:
         raise ValueError(
@@ -119,13 +123,20 @@ def kde_mode_count(
         >>> int(kde_mode_count(np.array([0.0, 0.1, np.pi]), 30.0, circular=True))
         2
     """
-    samples, beta = _check(samples, beta, points_per_bandwidth)
+    samples, beta = _check(samples, beta, points_per_bandwidth, circular)
     counts = [len(b) for b in _brackets(samples, beta, circular, points_per_bandwidth)]
     return np.asarray(counts, dtype=int).reshape(samples.shape[:-1])
 
 
 def _brackets(samples, beta, circular, points_per_bandwidth, chunk=512):
     lo, width, points = _grid(samples, beta, points_per_bandwidth, circular)
+    check_budget(
+        "samples",
+        points * max(1, math.prod(samples.shape[:-1])),
+        MAX_GRID_POINTS,
+        what="grid points (spread of the samples / β^(-1/2) × points_per_bandwidth, per set)",
+        hint="lower beta or points_per_bandwidth, or bring the samples closer together",
+    )
     chunk = min(chunk, points)
     points = _pad(points, chunk)
     result = []
@@ -168,7 +179,7 @@ def kde_modes(
         >>> [round(float(m), 6) for m in kde_modes(np.array([-1.0, 1.0]), 9.0)[0]]
         [-1.0, 1.0]
     """
-    samples, beta = _check(samples, beta, points_per_bandwidth)
+    samples, beta = _check(samples, beta, points_per_bandwidth, circular)
     derivative = _derivative_circle if circular else _derivative_line
     flat = samples.reshape(-1, samples.shape[-1])
     found = []
