@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
-from ._check import MAX_GRID_POINTS, check_bool, check_budget, check_real
+from .._check import MAX_GRID_POINTS, check_bool, check_budget, check_real
 
 
 def _check(samples, beta, points_per_bandwidth, circular=False):
