@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
-from helpers import sa_field_numpy
 from scipy.integrate import solve_ivp
 
 import attnflow as af

@@ -33,6 +33,10 @@ scheme, weights redrawn every period: :class:`._general.FieldFamily`) runs on th
 """
 
 from ._bartlett import bartlett_tokens as bartlett_tokens
+from ._driver import (
+    phase_diagram as phase_diagram,
+    phase_diagram_from_tokens as phase_diagram_from_tokens,
+)
 from ._general import FieldFamily as FieldFamily
 from ._statistics import (
     AbstractStatistic as AbstractStatistic,
@@ -41,8 +45,4 @@ from ._statistics import (
     Energy as Energy,
     GramStatistic as GramStatistic,
     SpanDimension as SpanDimension,
-)
-from ._driver import (
-    phase_diagram as phase_diagram,
-    phase_diagram_from_tokens as phase_diagram_from_tokens,
 )

@@ -18,9 +18,9 @@ import numpy as np
 
 from .._fields._self_attention import MultiHeadAttention, SelfAttention
 from .._normalization_schemes import (
+    NGPT,
     AbstractNormalizationScheme,
     AttentionSublayer,
-    NGPT,
     PostLN,
 )
 from .._solve import solve

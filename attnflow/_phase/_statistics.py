@@ -50,7 +50,7 @@ class AbstractStatistic(eqx.Module):
     def __call__(self, x: Float[Array, "n d"], beta: Float[Array, ""]) -> Float[Array, ""]:
         """The statistic of one system of tokens x (n, d) at inverse temperature β."""
 
-    def aggregate(self, values: Float[Array, "realizations *rest"]) -> Float[Array, "*rest"]:
+    def aggregate(self, values: Float[Array, "realizations ..."]) -> Float[Array, "..."]:
         """Reduce per-realisation values (R, …) over the first axis."""
         values = jnp.asarray(values)
         return jnp.mean(values, axis=0) if self.reduce == "mean" else jnp.median(values, axis=0)
