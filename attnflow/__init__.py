@@ -21,6 +21,7 @@ from ._diagnostics import (
 from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
 from ._ensembles import (
     FIG5_ENSEMBLES as FIG5_ENSEMBLES,
+    GPT2_ENSEMBLE as GPT2_ENSEMBLE,
     AttentionEnsemble as AttentionEnsemble,
 )
 from ._fields._base import (
@@ -83,6 +84,13 @@ from ._normalization_schemes import (
     PreLN as PreLN,
 )
 from ._phase import (
+    AbstractStatistic as AbstractStatistic,
+    ClusterCount as ClusterCount,
+    ClusteredFraction as ClusteredFraction,
+    Energy as Energy,
+    FieldFamily as FieldFamily,
+    GramStatistic as GramStatistic,
+    SpanDimension as SpanDimension,
     bartlett_tokens as bartlett_tokens,
     phase_diagram as phase_diagram,
     phase_diagram_from_tokens as phase_diagram_from_tokens,

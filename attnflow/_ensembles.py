@@ -17,8 +17,11 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-_BILINEAR = ("identity", "ginibre", "goe")
-_VALUE = ("identity", "ginibre", "wishart", "qk", "kq")
+_BILINEAR = ("identity", "ginibre", "goe", "gpt2")
+_VALUE = ("identity", "ginibre", "wishart", "qk", "kq", "gpt2")
+
+GPT2_STD = 0.02
+"""Standard deviation of GPT-2's initial weights (Radford et al. 2019: N(0, 0.02²) entries)."""
 
 
 class AttentionEnsemble(eqx.Module):
@@ -31,6 +34,8 @@ class AttentionEnsemble(eqx.Module):
       entries of B have variance 1 (the code's ``randomKQ=1``).
     - ``"goe"``: B = (G + Gᵀ)/√2, Wigner/GOE: off-diagonal variance 1, diagonal variance 2
       (``randomKQ=3``).
+    - ``"gpt2"``: B = QᵀK with Q, K i.i.d. N(0, σ²) entries, σ = 0.02 (GPT-2's initialisation,
+      without the d^{-1/2} of practice, which β absorbs): E B = 0, Var B_ij = dσ⁴.
 
     Value matrix V (``value``):
 
@@ -44,6 +49,8 @@ class AttentionEnsemble(eqx.Module):
       ``"ginibre"`` and c = √(d+1) for ``"goe"`` (``randomV=2``); c = 1 for ``"identity"``.
     - ``"kq"``: V = Bᵀ/c = KᵀQ/c, the value matrix the authors' code effectively used for
       ``"qk"`` (row-vector convention); equal to ``"qk"`` when B is symmetric.
+    - ``"gpt2"``: V with i.i.d. N(0, σ²) entries, σ = 0.02 (GPT-2's initialisation);
+      ``"qk"`` with ``"gpt2"`` B is V = B (c = 1).
 
     The four panels of Fig. 5 are in :data:`FIG5_ENSEMBLES`.
 
@@ -54,8 +61,8 @@ class AttentionEnsemble(eqx.Module):
         ((6, 6), True, True)
     """
 
-    bilinear: Literal["identity", "ginibre", "goe"] = eqx.field(static=True)
-    value: Literal["identity", "ginibre", "wishart", "qk", "kq"] = eqx.field(static=True)
+    bilinear: Literal["identity", "ginibre", "goe", "gpt2"] = eqx.field(static=True)
+    value: Literal["identity", "ginibre", "wishart", "qk", "kq", "gpt2"] = eqx.field(static=True)
 
     def __check_init__(self):
         if self.bilinear not in _BILINEAR:
@@ -83,6 +90,9 @@ class AttentionEnsemble(eqx.Module):
         elif self.bilinear == "ginibre":
             B = jr.normal(k1, (d, d), dtype) @ jr.normal(k2, (d, d), dtype) / jnp.sqrt(d)
             norm = d**0.5
+        elif self.bilinear == "gpt2":
+            Q = GPT2_STD * jr.normal(k1, (d, d), dtype)
+            B, norm = Q.T @ (GPT2_STD * jr.normal(k2, (d, d), dtype)), 1.0
         else:
             g = jr.normal(k1, (d, d), dtype)
             B, norm = (g + g.T) / jnp.sqrt(2.0), (d + 1) ** 0.5
@@ -90,6 +100,8 @@ class AttentionEnsemble(eqx.Module):
             V = eye
         elif self.value == "ginibre":
             V = jr.normal(k3, (d, d), dtype) / jnp.sqrt(d)
+        elif self.value == "gpt2":
+            V = GPT2_STD * jr.normal(k3, (d, d), dtype)
         elif self.value == "wishart":
             g = jr.normal(k3, (d, d), dtype)
             V = g @ g.T / jnp.sqrt(d)
@@ -99,6 +111,9 @@ class AttentionEnsemble(eqx.Module):
             V = B.T / norm
         return B.astype(dtype), V.astype(dtype)
 
+
+GPT2_ENSEMBLE = AttentionEnsemble("gpt2", "gpt2")
+"""GPT-2-style random weights: Q, K, V with i.i.d. N(0, 0.02²) entries."""
 
 FIG5_ENSEMBLES: dict[str, AttentionEnsemble] = {
     "a": AttentionEnsemble("ginibre", "ginibre"),

@@ -27,6 +27,10 @@ test), chosen automatically by the driver (:mod:`._driver`):
   with the bilinear form compressed to Uᵀ(QᵀK)U; exact, because ẋ_i ∈ span{x_j}
   (:mod:`._coordinates`).
 - general V: coordinates in R^d.
+
+Any other statistic (:mod:`._statistics`) or field family (multi-head, causal, a normalisation
+scheme, weights redrawn every period: :class:`._general.FieldFamily`) runs on the general engine
+(:mod:`._general`): one :func:`attnflow.solve` per system, batched over realisations.
 """
 
 from ._bartlett import bartlett_tokens as bartlett_tokens
@@ -34,4 +38,13 @@ from ._driver import (
     phase_diagram as phase_diagram,
     phase_diagram_from_tokens as phase_diagram_from_tokens,
 )
+from ._general import FieldFamily as FieldFamily
 from ._run import PhaseDiagramResult as PhaseDiagramResult
+from ._statistics import (
+    AbstractStatistic as AbstractStatistic,
+    ClusterCount as ClusterCount,
+    ClusteredFraction as ClusteredFraction,
+    Energy as Energy,
+    GramStatistic as GramStatistic,
+    SpanDimension as SpanDimension,
+)

@@ -1,6 +1,7 @@
 """The phase-diagram driver: picks the state form, pads the realisations × β grid into calls of
 one compiled shape, and sums the exact integer counts over calls and devices."""
 
+import math
 from typing import Literal
 
 import jax
@@ -15,9 +16,11 @@ from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
 from ._coordinates import Coordinates, reduce_to_span
 from ._distance import Distance
+from ._general import FieldFamily, general_phase_diagram
 from ._log_distance import LOG_ZERO, LogDistance, log_floor
 from ._run import Engine, PhaseDiagramResult, run
 from ._settings import engine_settings
+from ._statistics import AbstractStatistic, ClusteredFraction
 
 # The first trial step of every system (None: 0.1 RMS(y/s)/RMS(F(y)/s), see _integrate).
 FIRST_STEP = None
@@ -55,6 +58,8 @@ def phase_diagram_from_tokens(
     Q=None,
     K=None,
     V=None,
+    statistic: AbstractStatistic | None = None,
+    family: FieldFamily | None = None,
     reduce: bool = True,
     chunk_size: int | None = None,
     beta_block: int | None = None,
@@ -78,7 +83,14 @@ def phase_diagram_from_tokens(
         x0: (R, n, d) initial tokens on the sphere, one system per realisation.
         betas, ts: 1-d grids (β ≥ 0; 0 ≤ t non-decreasing). The flow starts at t = 0.
         Q, K, V: (d, d) matrices shared by all realisations, or (R, d, d) one per realisation;
-            None is the identity. Only B = QᵀK enters.
+            None is the identity. Only B = QᵀK enters. With a ``family`` of H heads and L
+            pieces (:meth:`FieldFamily.num_pieces` of ts[-1]), also (R, L, H, d, d): piece k,
+            head h of realisation r.
+        statistic: what to record (an :class:`AbstractStatistic`); None is
+            ``ClusteredFraction(delta)``, the clustered fraction above (``delta`` is used only
+            then: a statistic carries its own threshold).
+        family: the attention dynamics (:class:`FieldFamily`: heads, causal, normalisation
+            scheme, redraw period); None is the paper's single-head (SA)/(USA).
         reduce: with V = I, simulate in an orthonormal basis of span{x_j(0)} (dimension
             min(n, d); log-distances log(1 − ⟨x_i, x_j⟩) when Q = K = I and d ≥ 3). False
             integrates the tokens in R^d.
@@ -90,8 +102,16 @@ def phase_diagram_from_tokens(
         statistics: return a :class:`attnflow._phase.PhaseDiagramResult` (P with each
             system's accepted and rejected steps) instead of P.
 
+    **Engines.** The clustered fraction (mean) of the default family runs on the reduced
+    engines below (chosen automatically from V, Q, K and d); every other statistic or family
+    runs on the general engine, one :func:`attnflow.solve` per system (Tsit5 with the same
+    ``rtol``, ``atol``, ``max_steps``), batched with ``vmap`` over ``chunk_size`` realisations
+    of one β, the statistic taken at the save times. ``beta_block``, ``slots`` and ``reduce``
+    concern the reduced engines only.
+
     Returns:
-        (len(betas), len(ts)) array of probabilities.
+        (len(betas), len(ts)) array: the probabilities, or the statistic's mean (median) over
+        the realisations.
 
     Example:
         >>> import jax.random as jr, attnflow as af
@@ -107,12 +127,40 @@ def phase_diagram_from_tokens(
     x0 = _check_x0(x0)
     betas, ts = _check_grid(betas, ts)
     delta = _check_delta(delta)
+    statistic, family = _check_statistic_family(statistic, family, delta)
     engine = _engine(
         backend, chunk_size, beta_block, slots, rtol, atol, max_steps, progress=progress
     )
-    B, V = _bilinear_and_value(x0, Q, K, V)
-    y, form, params, early_stop = _state_form(x0, B, V, delta, normalization, reduce)
-    n = x0.shape[1]
+    R, n, d = x0.shape
+    full = (R, family.num_pieces(float(ts[-1])), family.heads, d, d)
+    mats = _weight_matrices(x0, Q, K, V, full)
+    fast = (
+        isinstance(statistic, ClusteredFraction)
+        and statistic.reduce == "mean"
+        and family.plain
+        and all(m.ndim <= 3 for m in mats.values())
+    )
+    if not fast:
+        return general_phase_diagram(
+            x0,
+            {name: _per_system(mats.get(name), full) for name in ("Q", "K", "V")},
+            betas=betas,
+            ts=ts,
+            statistic=statistic,
+            family=family,
+            normalization=normalization,
+            chunk_size=engine.settings.chunk_size,
+            rtol=engine.rtol,
+            atol=engine.atol,
+            max_steps=engine.max_steps,
+            progress=progress,
+        )
+    B = None
+    if "Q" in mats:
+        B = jnp.swapaxes(mats["Q"], -1, -2) @ mats["K"]
+    y, form, params, early_stop = _state_form(
+        x0, B, mats.get("V"), statistic.delta, normalization, reduce
+    )
     result = run(y, form, params, betas, ts, engine=engine, n=n, early_stop=early_stop)
     return result if statistics else result.probability
 
@@ -158,26 +206,23 @@ def _engine(backend, chunk_size, beta_block, slots, rtol, atol, max_steps, *, pr
     )
 
 
-def _bilinear_and_value(x0, Q, K, V):
-    """B = QᵀK and V, each (d, d), (R, d, d) or None (the identity)."""
+def _weight_matrices(x0, Q, K, V, full):
+    """The given Q, K, V as arrays of shape (d, d), (R, d, d) or ``full`` = (R, L, H, d, d)."""
     R, _, d = x0.shape
     mats = {}
     for name, m in (("Q", Q), ("K", K), ("V", V)):
         if m is None:
             continue
         m = jnp.asarray(m, x0.dtype)
-        if m.shape not in ((d, d), (R, d, d)):
+        if m.shape not in ((d, d), (R, d, d), full):
             raise ValueError(
-                f"{name}: expected shape ({d}, {d}) (shared) or ({R}, {d}, {d}) "
-                f"(one per realisation), got {m.shape}"
+                f"{name}: expected shape ({d}, {d}) (shared), ({R}, {d}, {d}) (one per "
+                f"realisation) or {full} (per realisation, piece, head), got {m.shape}"
             )
         mats[name] = m
     if ("Q" in mats) != ("K" in mats):
         raise ValueError("Q, K: give both or neither (only B = QᵀK enters the dynamics)")
-    B = None
-    if "Q" in mats:
-        B = jnp.swapaxes(mats["Q"], -1, -2) @ mats["K"]
-    return B, mats.get("V")
+    return mats
 
 
 def _state_form(x0, B, V, delta, normalization, reduce):
@@ -211,6 +256,31 @@ def _state_form(x0, B, V, delta, normalization, reduce):
     return x0, Coordinates((n, d), normalization, delta_a, **shared), own, V is None
 
 
+def _per_system(m, full):
+    """(d, d), (R, d, d) or (R, L, H, d, d) weights as (R, L, H, d, d); None stays None."""
+    if m is None:
+        return None
+    if m.ndim == 3:
+        m = m[:, None, None]
+    return jnp.broadcast_to(m, full)
+
+
+def _check_statistic_family(statistic, family, delta):
+    """The statistic (None: the clustered fraction at ``delta``) and family (None: default)."""
+    if statistic is None:
+        statistic = ClusteredFraction(delta)
+    elif not isinstance(statistic, AbstractStatistic):
+        raise ValueError(
+            f"statistic: expected an AbstractStatistic (e.g. ClusterCount()) or None, "
+            f"got {type(statistic).__name__}"
+        )
+    if family is None:
+        family = FieldFamily()
+    elif not isinstance(family, FieldFamily):
+        raise ValueError(f"family: expected a FieldFamily or None, got {type(family).__name__}")
+    return statistic, family
+
+
 def _check_delta(delta):
     """0 < δ < 2, as for :func:`attnflow.count_clusters` (δ ≥ 2 would count every pair)."""
     value = float(delta)
@@ -231,6 +301,8 @@ def phase_diagram(
     normalization: Literal["softmax", "n"] = "softmax",
     ensemble: AttentionEnsemble | None = None,
     shared_weights: bool = False,
+    statistic: AbstractStatistic | None = None,
+    family: FieldFamily | None = None,
     chunk_size: int | None = None,
     beta_block: int | None = None,
     slots: int | None = None,
@@ -287,16 +359,25 @@ def phase_diagram(
         ensemble: an :class:`AttentionEnsemble` (e.g. ``FIG5_ENSEMBLES["a"]``); None is
             Q = K = V = I.
         shared_weights: one (B, V) draw for all systems instead of one per system.
+        statistic: what to record, an :class:`AbstractStatistic` (:class:`ClusteredFraction`,
+            :class:`ClusterCount`, :class:`SpanDimension`, :class:`Energy`,
+            :class:`GramStatistic`); None is ``ClusteredFraction(delta)`` (``delta`` is
+            used only then). Any statistic but the mean clustered fraction, and any
+            non-default ``family``, runs on the general engine (see
+            :func:`phase_diagram_from_tokens`).
+        family: the attention dynamics, a :class:`FieldFamily` (heads, causal mask,
+            normalisation scheme, weights redrawn every ``period``); None is single-head
+            (SA)/(USA). With an ensemble, each head and each piece draws its own (B, V).
         chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
         beta_block: β values per compiled call.
         slots: systems integrated side by side in a call (memory ∝ slots × n × m).
-        backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
+    backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
         rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
         dtype: float dtype (default: JAX's default float).
         progress: report the systems done (a bar on a terminal, log lines otherwise;
-            compilation is reported as its own phase).
-        statistics: return a :class:`attnflow._phase.PhaseDiagramResult`: P with each
-            system's accepted and rejected steps and the evaluation counts.
+        compilation is reported as its own phase).
+    statistics: return a :class:`attnflow._phase.PhaseDiagramResult`: P with each
+        system's accepted and rejected steps and the evaluation counts (reduced engines).
 
     Returns:
         (len(betas), len(ts)) array (or the result with statistics).
@@ -325,6 +406,7 @@ def phase_diagram(
     check_positive_scalar(rtol, "rtol", what="tolerance")
     check_positive_scalar(atol, "atol", what="tolerance")
     _positive_int(max_steps, "max_steps")
+    statistic, family = _check_statistic_family(statistic, family, _check_delta(delta))
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     k_tokens, k_weights = jr.split(key)
     plain = ensemble is None or (ensemble.bilinear == "identity" and ensemble.value_is_identity)
@@ -342,12 +424,30 @@ def phase_diagram(
         backend=backend,
         progress=progress,
         statistics=statistics,
+        statistic=statistic,
+        family=family,
     )
-    if plain:
+    if plain and family.rotation_invariant:
         y = bartlett_tokens(k_tokens, n, d, (R,), dtype)
         return phase_diagram_from_tokens(y, **common)
     g = jr.normal(k_tokens, (R, n, d), dtype)
     x0 = unit_rows(g)
+    if plain:
+        return phase_diagram_from_tokens(x0, **common)
+    if not family.plain:
+        # One (B, V) per realisation, piece and head (per piece and head when shared).
+        L, H = family.num_pieces(float(ts[-1])), family.heads
+        lead = (L, H) if shared_weights else (R, L, H)
+        keys = jr.split(k_weights, math.prod(lead))
+        B, V = jax.vmap(lambda k: ensemble.sample(k, d, dtype))(keys)
+        B, V = (jnp.broadcast_to(m.reshape(lead + (d, d)), (R, L, H, d, d)) for m in (B, V))
+        return phase_diagram_from_tokens(
+            x0,
+            Q=jnp.broadcast_to(jnp.eye(d, dtype=dtype), B.shape),
+            K=B,
+            V=None if ensemble.value_is_identity else V,
+            **common,
+        )
     if shared_weights:
         B, V = ensemble.sample(k_weights, d, dtype)
     else:

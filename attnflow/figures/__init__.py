@@ -22,4 +22,5 @@ FIGURES: dict[str, str] = {
     "fig1": "attnflow.figures.fig1",
     "fig1-flow": "attnflow.figures.fig1_flow",
     "measure-landscape": "attnflow.figures.measure_landscape",
+    "phase-families": "attnflow.figures.phase_families",
 }
