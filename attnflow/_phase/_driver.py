@@ -329,8 +329,6 @@ def phase_diagram(
     check_positive_scalar(atol, "atol", what="tolerance")
     _positive_int(max_steps, "max_steps")
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
-    k_tokens, k_weights = jr.split(key)
-    plain = ensemble is None or (ensemble.bilinear == "identity" and ensemble.value_is_identity)
     common = dict(
         betas=betas,
         ts=ts,
@@ -346,23 +344,24 @@ def phase_diagram(
         progress=progress,
         statistics=statistics,
     )
-    if plain:
-        y = bartlett_tokens(k_tokens, n, d, (R,), dtype)
-        return phase_diagram_from_tokens(y, **common)
-    g = jr.normal(k_tokens, (R, n, d), dtype)
-    x0 = unit_rows(g)
+    x0, weights = _sample(key, n, d, R, dtype, ensemble, shared_weights)
+    return phase_diagram_from_tokens(x0, **weights, **common)
+
+
+def _sample(key, n, d, R, dtype, ensemble, shared_weights):
+    """Initial tokens (R, n, ·) and the Q, K, V arguments of :func:`phase_diagram_from_tokens`:
+    Bartlett coordinates for Q = K = V = I, tokens in R^d and (B, V) draws otherwise."""
+    k_tokens, k_weights = jr.split(key)
+    if ensemble is None or (ensemble.bilinear == "identity" and ensemble.value_is_identity):
+        return bartlett_tokens(k_tokens, n, d, (R,), dtype), {}
+    x0 = unit_rows(jr.normal(k_tokens, (R, n, d), dtype))
     if shared_weights:
         B, V = ensemble.sample(k_weights, d, dtype)
     else:
         B, V = jax.vmap(lambda k: ensemble.sample(k, d, dtype))(jr.split(k_weights, R))
     # B = QᵀK enters as Q = I, K = B; V = I is passed as None to keep the span reduction.
-    return phase_diagram_from_tokens(
-        x0,
-        Q=jnp.broadcast_to(jnp.eye(d, dtype=dtype), B.shape),
-        K=B,
-        V=None if ensemble.value_is_identity else V,
-        **common,
-    )
+    Q = jnp.broadcast_to(jnp.eye(d, dtype=dtype), B.shape)
+    return x0, dict(Q=Q, K=B, V=None if ensemble.value_is_identity else V)
 
 
 __all__ = ["phase_diagram", "phase_diagram_from_tokens"]
