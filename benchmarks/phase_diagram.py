@@ -35,6 +35,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import attnflow as af  # noqa: E402
+from attnflow._phase._log_distance import LogDistance  # noqa: E402
 
 N, D, DELTA = 32, 32, 1e-3
 BETAS = np.linspace(0.1, 9.0, 90)
@@ -85,18 +86,49 @@ def timed(fn, repeats, label=None):
     return result, statistics.median(walls), statistics.median(cpus)
 
 
-def attnflow_run(x0, betas, dtype, rtol, atol):
-    """attnflow at its default chunking (``chunk_size``, ``beta_block``, ``slots``)."""
+def attnflow_run(x0, betas, dtype, rtol, atol, label=None):
+    """attnflow at its default layout (``chunk_size``, ``beta_block``, ``slots`` from the
+    backend); with ``label``, the work of the last call is printed (field evaluations per
+    system, accepted and rejected steps, and FLOPs of the log-distance field times the
+    evaluations of all slots)."""
     x = jnp.asarray(x0, dtype)
 
     def run():
-        return np.asarray(
-            af.phase_diagram_from_tokens(
-                x, betas=betas, ts=TS, rtol=rtol, atol=atol, max_steps=100_000
-            ).block_until_ready()
+        result = af.phase_diagram_from_tokens(
+            x, betas=betas, ts=TS, rtol=rtol, atol=atol, max_steps=100_000, statistics=True
         )
+        P = np.asarray(result.probability.block_until_ready())
+        if label:
+            print_work(label, result, x.shape[1], dtype)
+        return P
 
     return run
+
+
+def field_cost(n, dtype):
+    """FLOPs and transcendentals of one log-distance field evaluation (XLA cost analysis)."""
+    form = LogDistance((n, n), "softmax", jnp.asarray(DELTA, dtype), jnp.asarray(1e-6, dtype))
+    L = jnp.zeros((n, n), dtype)
+    rate = jax.jit(lambda form, L, beta: form.rate(L, beta, {}))
+    cost = rate.lower(form, L, jnp.asarray(1.0, dtype)).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return cost.get("flops", float("nan")), cost.get("transcendentals", float("nan"))
+
+
+def print_work(label, result, n, dtype):
+    evaluations = np.asarray(result.evaluations)
+    accepted, rejected = np.asarray(result.accepted), np.asarray(result.rejected)
+    slot_evaluations = 6 * result.slot_steps
+    flops, exps = field_cost(n, dtype)
+    print(
+        f"{label}: {evaluations.size} systems, {evaluations.sum() / 1e6:.3f} M field evaluations "
+        f"({evaluations.mean():.1f} per system: {accepted.mean():.2f} accepted, "
+        f"{rejected.mean():.2f} rejected steps); {slot_evaluations / 1e6:.3f} M evaluated in "
+        f"slots (utilisation {evaluations.sum() / slot_evaluations:.2f}); log-form field: "
+        f"{flops * slot_evaluations / 1e9:.1f} GFLOP, {exps * slot_evaluations / 1e9:.2f} G "
+        f"transcendentals",
+        flush=True,
+    )
 
 
 def diffrax_fraction(x0, beta):
@@ -153,6 +185,7 @@ def main():
         attnflow_run(x0[: 128 * jax.local_device_count()], sample[:8], dtype, rtol, atol)()
     rows, measured = {}, {}
     full_betas = BETAS if not args.quick else sample
+    attnflow_run(x0, full_betas, *configs[default], label=f"work, {default}")()
     _, wall, cpu = timed(
         attnflow_run(x0, full_betas, *configs[default]), args.repeats, label=default
     )
@@ -163,6 +196,7 @@ def main():
     for name, (dtype, rtol, atol) in configs.items():
         if name == default:
             continue
+        attnflow_run(x0, sample, dtype, rtol, atol, label=f"work, {name}, β sample")()
         _, wall, cpu = timed(attnflow_run(x0, sample, dtype, rtol, atol), args.repeats, name)
         rows[name] = (wall * scale, cpu * scale)
         measured[name] = f"{len(sample)} β × {scale:g}"
@@ -197,7 +231,7 @@ def main():
     for d in (2, 8, 1024):
         y = af.bartlett_tokens(jax.random.key(d), N, d, (args.realizations,))
         run = attnflow_run(y, sample, *configs[default])
-        run()
+        attnflow_run(y, sample, *configs[default], label=f"work, panel d = {d}, β sample")()
         _, wall, cpu = timed(run, 1)
         panel[d] = (wall * scale, cpu * scale)
         print(f"panel d = {d}: {wall * scale:.0f} s wall, {cpu * scale:.0f} s cpu (extrapolated)")

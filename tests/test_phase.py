@@ -164,6 +164,25 @@ def test_deterministic_and_invariant_to_chunking():
     assert not np.array_equal(a, np.asarray(af.phase_diagram(jr.key(6), **kw, **SMALL)))
 
 
+def test_accelerator_layout_gives_bitwise_the_cpu_results():
+    """The accelerator preset (every system of a call in flight, counts summed on the device)
+    forced on the CPU: the same float64 P and the same steps of every system as the CPU
+    preset (as a queue of 4 slots) and a third, odd layout."""
+    kw = dict(n=6, d=256, betas=[0.5, 3.0, 7.0], ts=TS, realizations=8, progress=False)
+    kw.update(statistics=True)
+    # At this size the CPU preset holds every system in flight too: give it a queue.
+    cpu = af.phase_diagram(jr.key(5), backend="cpu", chunk_size=4, beta_block=2, slots=4, **kw)
+    accelerator = af.phase_diagram(jr.key(5), backend="accelerator", **kw)
+    odd = af.phase_diagram(jr.key(5), backend="gpu", chunk_size=3, beta_block=2, slots=5, **kw)
+    assert accelerator.slot_steps != cpu.slot_steps  # the layouts do differ
+    for other in (accelerator, odd):
+        np.testing.assert_array_equal(other.probability, cpu.probability)
+        np.testing.assert_array_equal(other.accepted, cpu.accepted)
+        np.testing.assert_array_equal(other.rejected, cpu.rejected)
+    assert cpu.accepted.shape == (3, 8) and int(cpu.accepted.min()) >= 1
+    np.testing.assert_array_equal(cpu.evaluations, 6 * (cpu.accepted + cpu.rejected) + 1)
+
+
 def test_bartlett_gram_has_the_uniform_distribution():
     """Inner products of Bartlett coordinates vs tokens drawn in R^d (two-sample KS)."""
     samples, n, d = 3000, 5, 4  # rows 0..3 carry χ_{d-i} diagonals, row 4 is a full Gaussian

@@ -13,10 +13,6 @@ from .._sphere import unit_rows
 from ._form import AbstractStateForm
 
 
-def _unit_rows(Y):
-    return unit_rows(Y)
-
-
 class Coordinates(AbstractStateForm):
     """State Y (n × m): token coordinates; the rate is evaluated at the unit rows ŷ_i,
 
@@ -43,9 +39,9 @@ class Coordinates(AbstractStateForm):
 
     def rate(self, y, beta, params):
         B, V = params.get("B", self.B), params.get("V", self.V)
-        # Not through attnflow._fields._kernel.attention: on a d = 2 Fig. 3 panel (n = 32) the
-        # engine ran 1.10x (float32) and 1.03x (float64) slower with it, 1.5-1.8x on small runs.
-        Y = _unit_rows(y)
+        # Not through attnflow._fields._kernel.attention: the engine ran slower with it on the
+        # d = 2 Fig. 3 panel (the measurement is on the benchmark page).
+        Y = unit_rows(y)
         logits = beta * ((Y if B is None else Y @ B) @ Y.T)
         row_max = jnp.max(logits, axis=-1, keepdims=True)
         E = jnp.exp(logits - row_max)
@@ -60,7 +56,7 @@ class Coordinates(AbstractStateForm):
 
     def clustered(self, y) -> Bool[Array, "*batch nn"]:
         n = self.shape[0]
-        Y = _unit_rows(y.reshape(y.shape[:-1] + self.shape))
+        Y = unit_rows(y.reshape(y.shape[:-1] + self.shape))
         gram = Y @ jnp.swapaxes(Y, -1, -2)
         close = (gram >= 1 - self.delta) | jnp.broadcast_to(jnp.eye(n, dtype=bool), gram.shape)
         return close.reshape(y.shape[:-1] + (n * n,))

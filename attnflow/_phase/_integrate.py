@@ -171,7 +171,7 @@ def _trial(pb: Problem, st: Slots) -> _Trial:
         y_new=y_new,
         f_new=f_new,
         accept=(norm <= 1) & st.active,
-        factor=step_factor(norm),
+        factor=step_factor(norm, after_rejection=st.after_rejection),
         t_new=jnp.where(last, t_end, st.t + h),
     )
 

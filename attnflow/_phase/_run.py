@@ -116,6 +116,27 @@ class _Sums:
         return self.counts
 
 
+def _dispatch(tasks, call, sums: _Sums, bar: Progress, in_flight_max: int):
+    """Dispatch every call (``call(i, task)`` → (result, device)), keeping at most
+    ``in_flight_max`` un-summed (0: sum each at once, on its device), and return the counts."""
+    in_flight = collections.deque()
+    for i, task in enumerate(tasks):
+        # jit compiles on the calling thread before it dispatches: the first call is the
+        # compilation phase.
+        with bar.compiling() if i == 0 else contextlib.nullcontext():
+            result, dev = call(i, task)
+        in_flight.append((task, result, dev))
+        while len(in_flight) > max(in_flight_max - 1, 0):
+            done, result_done, dev_done = in_flight.popleft()
+            sums.add(done, result_done, dev_done)
+            bar.update(done.n_r * done.n_b)
+    while in_flight:
+        done, result_done, dev_done = in_flight.popleft()
+        sums.add(done, result_done, dev_done)
+        bar.update(done.n_r * done.n_b)
+    return sums.finish()
+
+
 class Engine(NamedTuple):
     """What a phase diagram is integrated with (besides the state form and its systems)."""
 
@@ -162,48 +183,37 @@ def run(
     on_device = cfg.accumulate == "device" and R * n * (n - 1) < 2**31
     sums = _Sums(len(betas), len(ts), R, on_device)
     tasks = list(_tasks(R, len(betas), chunk, block))
-    in_flight = collections.deque()
     full = n * (n - 1) if early_stop else None
+
+    def call(i, task):
+        dev = devices[i % len(devices)]
+        form_d, ts_d, rtol_d, atol_d, steps_d, first_d = shared[dev]
+        y_c, betas_c, params_c = jax.device_put(
+            (
+                y0[task.rows],
+                jnp.asarray(betas[task.cols], dtype),
+                {name: a[task.rows] for name, a in params.items()},
+            ),
+            dev,
+        )
+        pb = Problem(
+            form_d,
+            y_c,
+            params_c,
+            betas_c,
+            ts_d,
+            task.n_r,
+            task.n_b,
+            rtol_d,
+            atol_d,
+            steps_d,
+            full,
+            first_d,
+        )
+        return _solve_call(pb, slots=width, refill=max(1, width // 8)), dev
+
     with Progress("phase diagram", R * len(betas), "systems", enabled=engine.progress) as bar:
-        for i, task in enumerate(tasks):
-            dev = devices[i % len(devices)]
-            form_d, ts_d, rtol_d, atol_d, steps_d, first_d = shared[dev]
-            y_c, betas_c, params_c = jax.device_put(
-                (
-                    y0[task.rows],
-                    jnp.asarray(betas[task.cols], dtype),
-                    {name: a[task.rows] for name, a in params.items()},
-                ),
-                dev,
-            )
-            pb = Problem(
-                form_d,
-                y_c,
-                params_c,
-                betas_c,
-                ts_d,
-                task.n_r,
-                task.n_b,
-                rtol_d,
-                atol_d,
-                steps_d,
-                full,
-                first_d,
-            )
-            # jit compiles on the calling thread before it dispatches: the first call is the
-            # compilation phase.
-            with bar.compiling() if i == 0 else contextlib.nullcontext():
-                result = _solve_call(pb, slots=width, refill=max(1, width // 8))
-            in_flight.append((task, result, dev))
-            while in_flight and (on_device or len(in_flight) >= 2 * len(devices)):
-                task_done, result_done, dev_done = in_flight.popleft()
-                sums.add(task_done, result_done, dev_done)
-                bar.update(task_done.n_r * task_done.n_b)
-        while in_flight:
-            task_done, result_done, dev_done = in_flight.popleft()
-            sums.add(task_done, result_done, dev_done)
-            bar.update(task_done.n_r * task_done.n_b)
-        counts = sums.finish()
+        counts = _dispatch(tasks, call, sums, bar, 0 if on_device else 2 * len(devices))
     if sums.failed:
         raise RuntimeError(
             f"phase diagram: {sums.failed} of {R * len(betas)} solves did not reach t = {ts[-1]} "

@@ -100,6 +100,7 @@ def curve(params, points: int = 400):
 
 def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
     """P for every d (len(ds), n_betas, n_ts), the grids, Γ_∞,δ and per-panel seconds."""
+    import jax
     import jax.numpy as jnp
     import jax.random as jr
 
@@ -107,6 +108,10 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
 
     betas, ts = grids(params)
     panels, seconds = [], []
+    # The presets' call sizes are for a CPU; an accelerator gets the engine's own layout.
+    layout = {}
+    if jax.default_backend() == "cpu":
+        layout = dict(chunk_size=params["chunk_size"], beta_block=params["beta_block"])
     for d in params["ds"]:
         start = time.perf_counter()
         P = af.phase_diagram(
@@ -117,8 +122,7 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
             ts=ts,
             realizations=params["realizations"],
             delta=params["delta"],
-            chunk_size=params["chunk_size"],
-            beta_block=params["beta_block"],
+            **layout,
             rtol=params["rtol"],
             atol=params["atol"],
             dtype=jnp.dtype(params["dtype"]),
