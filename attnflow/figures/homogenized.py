@@ -15,6 +15,12 @@ Three panels:
     limit P(ρ(∞) = 1) (scale function) is drawn dashed: the slow cases (d = 2, 3, β near
     β_c(d)) have not reached it at t_long.
 
+(d) the random-Q, K limit (HR) (:func:`attnflow.models.solve_homogenized_random_qk`, the
+    paper's model): the linearised trade-off of
+    :func:`attnflow.theory.homogenized_orthogonal_tradeoff`: the smallest β that keeps
+    orthonormal tokens from collapsing, against the context length n, for several d (the rate
+    λ(β, n, d) = 0), and β² = log n for reference.
+
 Each probability has standard error √(P(1 − P)/R) over R realisations; common random numbers
 across β (same initial tokens and Brownian paths).
 """
@@ -31,6 +37,8 @@ from attnflow.figures._output import write_outputs
 
 PRESETS = {
     "quick": {
+        "tradeoff_n_max": 64,
+        "tradeoff_ds": [3, 4],
         "betas": [0.0, 2.0, 4.0],
         "ds": [3, 6],
         "ns": [2, 4],
@@ -43,6 +51,8 @@ PRESETS = {
         "delta": 1e-3,
     },
     "default": {
+        "tradeoff_n_max": 1024,
+        "tradeoff_ds": [3, 4, 5],
         "betas": [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
         "ds": [2, 3, 4, 5, 6, 8, 10],
         "ns": [2, 4, 8, 16, 32],
@@ -55,6 +65,8 @@ PRESETS = {
         "delta": 1e-3,
     },
     "full": {
+        "tradeoff_n_max": 4096,
+        "tradeoff_ds": [3, 4, 5, 6],
         "betas": [0.25 * k for k in range(21)],
         "ds": [2, 3, 4, 5, 6, 8, 10, 12, 16],
         "ns": [2, 4, 8, 16, 32, 64],
@@ -93,6 +105,23 @@ def pair_probability(
         y = y + (2 * p * q * (d - 2) + s2 * rho) / d * dt
         y = y + np.sqrt(2 * s2 / d * dt) * rng.standard_normal(paths)
     return float(np.mean(y >= np.arctanh(1 - delta)))
+
+
+def mitigation_beta(n: int, d: float) -> float:
+    """The β at which the rate λ(β, n, d) of :func:`attnflow.theory.homogenized_orthogonal_tradeoff`
+    vanishes (Brent; λ decreases in β): above it orthonormal tokens stay near-orthonormal. nan
+    when no β ≤ 20 does: κ(β, n) saturates (about 0.6 at large β and n) below the threshold
+    (d − 2)(n − 1)/((d − 1)n) for d ≥ 5 and long contexts."""
+    from scipy.optimize import brentq
+
+    def rate(beta):
+        return af.theory.homogenized_orthogonal_tradeoff(beta, n, d).rate
+
+    if rate(0.0) <= 0:
+        return 0.0
+    if rate(20.0) > 0:  # κ saturates below the threshold: no β mitigates (nan)
+        return float("nan")
+    return float(brentq(rate, 0.0, 20.0, xtol=1e-6))
 
 
 def compute(params: dict, seed: int) -> dict:
@@ -143,6 +172,10 @@ def compute(params: dict, seed: int) -> dict:
         ]
     )
     rate = np.array([af.theory.homogenized_antipodal_rate(betas, d) for d in params["check_ds"]])
+    tradeoff_ns = np.unique(np.geomspace(4, params["tradeoff_n_max"], 12).astype(int))
+    tradeoff_beta = np.array(
+        [[mitigation_beta(int(n), d) for n in tradeoff_ns] for d in params["tradeoff_ds"]]
+    )
     pair_long = np.array(
         [
             [
@@ -165,6 +198,9 @@ def compute(params: dict, seed: int) -> dict:
         "p_long": p_long,
         "p_infinity_check": closed_long,
         "p_pair_long": pair_long,
+        "tradeoff_ns": tradeoff_ns,
+        "tradeoff_ds": np.asarray(params["tradeoff_ds"]),
+        "tradeoff_beta": tradeoff_beta,
         "antipodal_rate_check": rate,
         "standard_error_long": np.sqrt(
             np.maximum(pair_long * (1 - pair_long), 1e-2) / params["realizations"]
@@ -176,7 +212,7 @@ def plot(result: dict, params: dict):
     import matplotlib.pyplot as plt
 
     betas, ds, ns = result["betas"], result["ds"], result["ns"]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.4))
     ext = [betas[0], betas[-1]]
     ax = axes[0]
     im = ax.imshow(
@@ -242,6 +278,18 @@ def plot(result: dict, params: dict):
         "(lines, same T); dashed: the T = ∞ closed form"
     )
     ax.legend(fontsize=7, ncol=2)
+    ax = axes[3]
+    ns_t = result["tradeoff_ns"]
+    for k, d in enumerate(result["tradeoff_ds"]):
+        ax.plot(ns_t, result["tradeoff_beta"][k], "o-", ms=3, color=f"C{k % 10}", label=f"d = {d}")
+    ax.plot(ns_t, np.sqrt(np.log(ns_t)), "k--", lw=1, label="β = √(log n)")
+    ax.set_xscale("log")
+    ax.set_xlabel("context length n")
+    ax.set_ylabel("β")
+    ax.set_title(
+        "(d) random Q, K: collapse mitigated above the curves\n(linearised at orthonormal tokens)"
+    )
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -150,14 +150,18 @@ def attention_concentration(beta, n, *, nodes: int = 80, points: int = 4000) -> 
         raise ValueError(f"n: expected a positive number of keys, got {n}")
     z, w = np.polynomial.hermite_e.hermegauss(int(nodes))
     w = w / w.sum()
-    e = np.exp(beta * z)
-    # S ∈ [n e^{β z_min}, n e^{β z_max}]: u spans the reciprocal range with margins.
-    log_u = np.linspace(-np.log(n) - beta * z.max() - 8, -np.log(n) - beta * z.min() + 12, points)
+    # κ is invariant under a common factor in the weights: scale e^{βz} by e^{−β z_max}.
+    e = np.exp(beta * (z - z.max()))
+    # S ∈ [n e^{β(z_min − z_max)}, n]: u spans the reciprocal range with margins.
+    log_u = np.linspace(-np.log(n) - 8, -np.log(n) + beta * (z.max() - z.min()) + 12, points)
     u = np.exp(log_u)[:, None]
     phi0 = np.sum(w * np.exp(-u * e), axis=1)
     phi2 = np.sum(w * e * e * np.exp(-u * e), axis=1)
-    log_phi0 = np.log(np.maximum(phi0, np.finfo(float).tiny))
-    integrand = n * u[:, 0] ** 2 * phi2 * np.exp((n - 1) * log_phi0)  # du = u d log u
+    tiny = np.finfo(float).tiny
+    log_terms = (
+        2 * log_u + np.log(np.maximum(phi2, tiny)) + (n - 1) * np.log(np.maximum(phi0, tiny))
+    )
+    integrand = n * np.exp(log_terms)  # du = u d log u
     return float(np.trapezoid(integrand, log_u))
 
 
