@@ -13,7 +13,7 @@
 #
 # 1. t_crit against the slope of S_t at s = 1;
 # 2. the closed form as the N → ∞ limit of the finite-N linear response (an O(1/N) slope);
-# 3. particles: where the linear response (hence the closed form) stops describing them.
+# 3. particles: they converge to the closed form as N grows, slowly, the more slowly the larger t.
 #
 # `ATTNFLOW_QUICK=1` runs a test-sized version.
 
@@ -71,7 +71,8 @@ assert abs(slope + 1) < 0.05
 # ## 3. Particles
 # A Monte Carlo of the particle system with the coupling estimator (the same run with the
 # source token redrawn: O(1) variance instead of O(N²)). At small t the particles follow the
-# linear response; at larger t nonlinear effects (the tokens start to cluster) take over.
+# linear response; at larger t finite-N nonlinear effects (the tokens start to cluster) put
+# them below it, by a gap that closes slowly as N grows (section 4, panel (b) of the figure).
 
 # %%
 N = 16 if QUICK else 32
@@ -96,7 +97,8 @@ if not QUICK:
 
 # %% [markdown]
 # ## 4. The figure
-# `attnflow figure lost-in-the-middle` draws the profiles with the particles overlaid, t_crit(β)
+# `attnflow figure lost-in-the-middle` draws the closed-form profiles (the N → ∞ limit) with
+# particle estimates at growing N overlaid, their ratio to the closed form against N, t_crit(β)
 # for several λ, and a four-head profile with a double well.
 
 # %%

@@ -277,3 +277,48 @@ def test_random_qk_limit_against_the_discrete_model_at_growing_depth_and_heads()
     z_fixed = np.max(np.abs(m_f - m_sde) / np.hypot(se_f, se_m_sde))
     print("z-scores of (L, H) = (4, 1), (32, 4); of the fixed-QK limit:", errors, z_fixed)
     assert z_fixed > 6
+
+
+def test_attention_concentration_against_monte_carlo():
+    rng = np.random.default_rng(0)
+    for beta, n in ((0.0, 8), (1.0, 128), (2.0, 64), (3.0, 16)):
+        z = beta * rng.standard_normal((20000, n))
+        a = np.exp(z - z.max(axis=1, keepdims=True))
+        a /= a.sum(axis=1, keepdims=True)
+        s = np.sum(a * a, axis=1)
+        kappa = theory.attention_concentration(beta, n)
+        assert abs(kappa - s.mean()) < 4 * s.std() / np.sqrt(len(s)) + 1e-7
+
+
+def test_orthogonal_tradeoff_against_the_quadrature_of_the_random_qk_limit():
+    # The growth g and the rate λ of the linearised mean overlap, against the drift of ρ_ij
+    # under (HR) computed from random_qk_moments (quadrature over Q, K, head dimension k = 512)
+    # at tokens with Gram matrix (1 − ρ)I + ρ11ᵀ, by a finite difference in ρ. Tolerance: the
+    # O(β²/n) terms the linearisation drops.
+    import attnflow.models as am
+
+    n, beta, k = 32, 1.0, 512
+    d = n + 1
+    Q, K = am.random_qk_nodes(jr.key(0), d, nodes=1000, k=k)
+    off = ~np.eye(n, dtype=bool)
+
+    def drift(rho):
+        x = np.zeros((n, d))
+        x[:, 1:] = np.sqrt(1 - rho) * np.eye(n)
+        x[:, 0] = np.sqrt(rho)
+        _, C = am.random_qk_moments(jnp.asarray(x), beta, Q, K)
+        C = np.asarray(C)
+        c = np.diag(C)
+        value = (C * (d - 2 + rho**2) - (d - 1) * (c[:, None] + c[None, :]) * rho / 2) / d
+        return value[off].mean()
+
+    r = theory.homogenized_orthogonal_tradeoff(beta, n, d)
+    h = 0.02
+    assert drift(0.0) == pytest.approx(r.growth, rel=0.05)
+    assert (drift(h) - drift(0.0)) / h == pytest.approx(r.rate, rel=0.08)
+    # Mitigated (λ < 0) exactly when κ exceeds (d − 2)(n − 1)/((d − 1)n).
+    for beta_, n_, d_ in ((3.0, 16, 3), (3.0, 16, 4), (0.5, 16, 3)):
+        t = theory.homogenized_orthogonal_tradeoff(beta_, n_, d_)
+        threshold = (d_ - 2) * (n_ - 1) / ((d_ - 1) * n_)
+        assert (t.rate < 0) == (t.concentration > threshold)
+        assert np.isfinite(t.plateau) == (t.rate < 0)

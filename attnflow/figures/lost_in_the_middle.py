@@ -3,10 +3,11 @@
 
 Panels:
 
-1. S_t(s) in closed form for several t below and above t_crit, with a particle Monte Carlo of
-   the model on the circle overlaid (error bars: two standard errors);
-2. t_crit(β) (:func:`attnflow.theory.lost_in_the_middle_threshold`) for a few λ;
-3. a multi-head profile with a double well: a weighted sum of single-head profiles (the
+1. S_t(s) in closed form (the N → ∞ limit) at t = 1, 2, 3, with particle Monte Carlo estimates
+   of the model on the circle at growing N overlaid (error bars: two standard errors);
+2. particles / closed form in the middle of the prompt against N: the convergence in N;
+3. t_crit(β) (:func:`attnflow.theory.lost_in_the_middle_threshold`) for a few λ;
+4. a multi-head profile with a double well: a weighted sum of single-head profiles (the
    authors' example: t = 1.5, heads (weight, β, λ) below).
 
 The Monte Carlo. N tokens with i.i.d. uniform angles follow the θ-equation of the model
@@ -27,8 +28,8 @@ estimator for the same error).
 
 Linear response (the closed form) keeps only first-order correlations. The finite-N linear
 response (:func:`linear_response_profile`, a matrix exponential) approaches the closed form as
-O(1/N); the particles follow it for t ≲ 1 and depart at larger t (N = 32: about 35% below in
-the middle at t = 2).
+O(1/N). The particles approach the closed form too, more slowly and the more slowly the larger t
+(nonlinear finite-N effects): panel 2 shows it, :func:`particle_convergence` measures it.
 """
 
 import functools
@@ -55,10 +56,10 @@ PRESETS = {
     "quick": {
         "beta": 1.0,
         "lam": 1.0,
-        "ts": [0.5, 1.0, 3.0],
-        "N": 12,
-        "sources": [0.25, 0.5, 0.75, 1.0],
-        "realizations": 32,
+        "ts": [1.0, 2.0, 3.0],
+        "Ns": [8, 16],
+        "sources": [0.25, 0.5, 0.75],
+        "realizations": 64,
         "dt": 0.1,
         "threshold_lams": [0.5, 1.0, 2.0],
         "points": 101,
@@ -66,22 +67,22 @@ PRESETS = {
     "default": {
         "beta": 1.0,
         "lam": 1.0,
-        "ts": [0.5, 1.0, 2.0, 3.0],
-        "N": 32,
-        "sources": [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
-        "realizations": 1024,
-        "dt": 0.025,
+        "ts": [1.0, 2.0, 3.0],
+        "Ns": [16, 32, 64, 128],
+        "sources": [0.25, 0.5, 0.75],
+        "realizations": 512,
+        "dt": 0.1,
         "threshold_lams": [0.25, 0.5, 1.0, 2.0, 4.0],
         "points": 400,
     },
     "full": {
         "beta": 1.0,
         "lam": 1.0,
-        "ts": [0.5, 1.0, 2.0, 3.0],
-        "N": 64,
-        "sources": [0.0625 * k for k in range(1, 17)],
-        "realizations": 4096,
-        "dt": 0.02,
+        "ts": [1.0, 2.0, 3.0],
+        "Ns": [16, 32, 64, 128, 256],
+        "sources": [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875],
+        "realizations": 1024,
+        "dt": 0.05,
         "threshold_lams": [0.25, 0.5, 1.0, 2.0, 4.0],
         "points": 800,
     },
@@ -206,6 +207,27 @@ def linear_response_profile(
     return out
 
 
+def particle_convergence(
+    key, Ns, ts, sources, beta: float, lam: float, *, realizations: int, dt: float = 0.1
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`monte_carlo_profile` for each N in ``Ns`` (independent keys), at source positions
+    ``sources`` that every N resolves exactly (s·N an integer). Returns (mean, standard error),
+    each of shape (len(Ns), len(ts), len(sources)): the particle estimates whose N → ∞ limit
+    is :func:`attnflow.theory.lost_in_the_middle_profile`."""
+    sources = np.asarray(sources, float)
+    for N in Ns:
+        k = sources * N
+        if np.any(np.abs(k - np.rint(k)) > 1e-9) or np.any(k < 1) or np.any(k > N - 1):
+            raise ValueError(f"sources: expected positions s with s·N in 1..N−1 for N = {N}")
+    out = [
+        monte_carlo_profile(
+            jr.fold_in(key, N), int(N), ts, sources, beta, lam, realizations=realizations, dt=dt
+        )
+        for N in Ns
+    ]
+    return np.stack([m for m, _ in out]), np.stack([e for _, e in out])
+
+
 def compute(params: dict, seed: int) -> dict:
     beta, lam = params["beta"], params["lam"]
     s = np.linspace(0.02, 1.0, params["points"])
@@ -213,9 +235,10 @@ def compute(params: dict, seed: int) -> dict:
     profiles = np.stack(
         [np.asarray(theory.lost_in_the_middle_profile(s, t, beta, lam)) for t in ts]
     )
-    mc_mean, mc_err = monte_carlo_profile(
+    Ns = [int(N) for N in params["Ns"]]
+    mc_mean, mc_err = particle_convergence(
         jr.key(seed),
-        params["N"],
+        Ns,
         ts,
         params["sources"],
         beta,
@@ -232,17 +255,19 @@ def compute(params: dict, seed: int) -> dict:
         weight * np.asarray(theory.lost_in_the_middle_profile(s, 1.5, b, lm))
         for weight, b, lm in DOUBLE_WELL_HEADS
     )
-    N = params["N"]
-    sources = np.clip(np.rint(np.asarray(params["sources"]) * N), 1, N - 1) / N
+    sources = np.asarray(params["sources"], float)
     return {
         "s": s,
         "ts": ts,
         "profiles": profiles,
         "t_crit": np.array(theory.lost_in_the_middle_threshold(beta, lam)),
+        "mc_Ns": np.asarray(Ns),
         "mc_sources": sources,
         "mc_mean": mc_mean,
         "mc_stderr": mc_err,
-        "mc_linear_response": linear_response_profile(N, ts, sources, beta, lam),
+        "mc_closed_form": np.stack(
+            [np.asarray(theory.lost_in_the_middle_profile(sources, t, beta, lam)) for t in ts]
+        ),
         "threshold_betas": betas,
         "threshold_lams": lams,
         "thresholds": thresholds,
@@ -253,37 +278,77 @@ def compute(params: dict, seed: int) -> dict:
 def plot(data: dict, params: dict):
     from attnflow.plot._common import plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
     ax = axes[0]
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(data["ts"])))
-    for t, profile, mean, err, color in zip(
-        data["ts"], data["profiles"], data["mc_mean"], data["mc_stderr"], colors, strict=True
-    ):
-        ax.plot(data["s"], profile, color=color, label=f"t = {t:g}")
-        ax.errorbar(data["mc_sources"], mean, yerr=2 * err, fmt="o", ms=4, color=color, capsize=2)
+    colors = plt.cm.viridis(np.linspace(0, 0.85, len(data["ts"])))
+    Ns = data["mc_Ns"]
+    markers = "os^Dv<>p"
+    for i, (t, profile, color) in enumerate(zip(data["ts"], data["profiles"], colors, strict=True)):
+        ax.plot(data["s"], profile, color=color, lw=2, label=f"closed form (N → ∞), t = {t:g}")
+        for j, N in enumerate(Ns):
+            shift = (j - (len(Ns) - 1) / 2) * 0.012
+            ax.errorbar(
+                data["mc_sources"] + shift,
+                data["mc_mean"][j, i],
+                yerr=2 * data["mc_stderr"][j, i],
+                fmt=markers[j % len(markers)],
+                ms=4,
+                color=color,
+                alpha=0.35 + 0.65 * (j + 1) / len(Ns),
+                capsize=2,
+                label=f"N = {N}" if i == 0 else None,
+            )
     ax.set(
         xlabel="source position s",
         ylabel="soft accuracy S_t(s)",
         title=(
-            f"β = {params['beta']:g}, λ = {params['lam']:g}: closed form (lines), "
-            f"N = {params['N']} particles (dots)\nt_crit = {float(data['t_crit']):.4f}"
+            f"(a) β = {params['beta']:g}, λ = {params['lam']:g}: closed form (lines), particles "
+            f"at N = {', '.join(map(str, Ns))}\n(markers, ±2 s.e.; t_crit = "
+            f"{float(data['t_crit']):.4f})"
         ),
     )
-    ax.legend(fontsize=8)
+    # The profiles diverge as s → 0 (ψ grows with Y_λ(s)); show the range the particles probe.
+    shown = data["s"] >= 0.5 * min(data["mc_sources"])
+    top = max(data["profiles"][:, shown].max(), (data["mc_mean"] + 2 * data["mc_stderr"]).max())
+    ax.set_ylim(min(0.0, (data["mc_mean"] - 2 * data["mc_stderr"]).min()), 1.1 * top)
+    ax.legend(fontsize=7, ncol=2)
     ax = axes[1]
+    ratio = data["mc_mean"] / data["mc_closed_form"][None]
+    ratio_err = data["mc_stderr"] / data["mc_closed_form"][None]
+    middle = len(data["mc_sources"]) // 2
+    for i, (t, color) in enumerate(zip(data["ts"], colors, strict=True)):
+        ax.errorbar(
+            Ns, ratio[:, i, middle], yerr=2 * ratio_err[:, i, middle], fmt="o-", color=color,
+            capsize=2, label=f"t = {t:g}",
+        )  # fmt: skip
+    ax.axhline(1.0, color="k", lw=1, ls="--", label="closed form")
+    ax.set(
+        xscale="log",
+        xlabel="number of tokens N",
+        ylabel="particles / closed form",
+        title=f"(b) convergence in N at s = {data['mc_sources'][middle]:g} (±2 s.e.)",
+        ylim=(0, 1.3),
+    )
+    ax.set_xticks(Ns, [str(N) for N in Ns])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.legend(fontsize=8)
+    ax = axes[2]
     for lam, curve in zip(data["threshold_lams"], data["thresholds"], strict=True):
         ax.plot(data["threshold_betas"], curve, label=f"λ = {lam:g}")
     ax.set(
-        xlabel="β", ylabel="t_crit", yscale="log", title="U shape (interior minimum) for t < t_crit"
+        xlabel="β",
+        ylabel="t_crit",
+        yscale="log",
+        title="(c) U shape (interior minimum) for t < t_crit",
     )
     ax.legend(fontsize=8)
-    ax = axes[2]
+    ax = axes[3]
     well = data["double_well"]
     ax.plot(data["s"], well - well.min())
     ax.set(
         xlabel="source position s",
         ylabel="S(s) − min S",
-        title="multi-head profile (4 heads, t = 1.5): a double well",
+        title="(d) multi-head profile (4 heads, t = 1.5): a double well",
     )
     fig.tight_layout()
     return fig

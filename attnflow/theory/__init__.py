@@ -35,9 +35,12 @@ from ._clustering import (
     wendel as wendel,
 )
 from ._homogenized import (
+    OrthogonalTradeoff as OrthogonalTradeoff,
+    attention_concentration as attention_concentration,
     homogenized_antipodal_rate as homogenized_antipodal_rate,
     homogenized_collapse_probability as homogenized_collapse_probability,
     homogenized_critical_beta as homogenized_critical_beta,
+    homogenized_orthogonal_tradeoff as homogenized_orthogonal_tradeoff,
     homogenized_pair_coefficients as homogenized_pair_coefficients,
 )
 from ._kinetic import (

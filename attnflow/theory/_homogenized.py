@@ -7,6 +7,7 @@ critical β above which clustering is mitigated, and the collapse probability fr
 function.
 """
 
+import equinox as eqx
 import numpy as np
 
 
@@ -123,3 +124,108 @@ def homogenized_collapse_probability(beta, d, *, rho0=None, value_mean=0.0, num=
     log_w = (d - 1.0) * 0.5 * log_sech2
     w = np.exp(log_w - log_w.max())
     return float(np.trapezoid(w * P, y) / np.trapezoid(w, y))
+
+
+def attention_concentration(beta, n, *, nodes: int = 80, points: int = 4000) -> float:
+    r"""κ(β, n) = E Σ_l a_l², a = softmax(β z), z ∈ R^n i.i.d. N(0, 1): the mean participation
+    of one query's attention over n keys with i.i.d. Gaussian logits (1/n at β = 0, → 1 as
+    β → ∞; ≈ e^{β²}/n while n ≫ e^{β²}).
+
+    Computed from 1/S² = ∫_0^∞ u e^{−uS} du with S = Σ_l e^{βz_l} and independence:
+
+        κ = n ∫_0^∞ u E[e^{2βz − u e^{βz}}] (E[e^{−u e^{βz}}])^{n−1} du,
+
+    the z-expectations by Gauss–Hermite (``nodes``), the u-integral by the trapezoid rule in
+    log u (``points``).
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> round(th.attention_concentration(0.0, 8), 6)
+        0.125
+    """
+    beta, n = float(beta), int(n)
+    if not beta >= 0:
+        raise ValueError(f"beta: expected β >= 0, got {beta}")
+    if n < 1:
+        raise ValueError(f"n: expected a positive number of keys, got {n}")
+    z, w = np.polynomial.hermite_e.hermegauss(int(nodes))
+    w = w / w.sum()
+    # κ is invariant under a common factor in the weights: scale e^{βz} by e^{−β z_max}.
+    e = np.exp(beta * (z - z.max()))
+    # S ∈ [n e^{β(z_min − z_max)}, n]: u spans the reciprocal range with margins.
+    log_u = np.linspace(-np.log(n) - 8, -np.log(n) + beta * (z.max() - z.min()) + 12, points)
+    u = np.exp(log_u)[:, None]
+    phi0 = np.sum(w * np.exp(-u * e), axis=1)
+    phi2 = np.sum(w * e * e * np.exp(-u * e), axis=1)
+    tiny = np.finfo(float).tiny
+    log_terms = (
+        2 * log_u + np.log(np.maximum(phi2, tiny)) + (n - 1) * np.log(np.maximum(phi0, tiny))
+    )
+    integrand = n * np.exp(log_terms)  # du = u d log u
+    return float(np.trapezoid(integrand, log_u))
+
+
+class OrthogonalTradeoff(eqx.Module):
+    r"""The linearisation of (HR) at orthonormal tokens (:func:`homogenized_orthogonal_tradeoff`):
+    dρ̄/dt = growth + rate · ρ̄. ``plateau`` = growth/|rate| where rate < 0 (mitigated, else inf);
+    ``collapse_time`` = log(1 + rate/growth)/rate (the time at which the linearised ρ̄ reaches 1;
+    1/growth at rate = 0; inf where rate ≤ −growth); ``concentration`` = κ(β, n)."""
+
+    growth: float
+    rate: float
+    plateau: float
+    collapse_time: float
+    concentration: float
+
+
+def homogenized_orthogonal_tradeoff(beta, n, d) -> OrthogonalTradeoff:
+    r"""Dimension / context length / temperature trade-off of the random-Q, K homogenised limit
+    (HR) of :mod:`attnflow.models._homogenized` (the model of arXiv:2604.01978 with centred
+    Gaussian values, whose tangential drift vanishes). Derived here, not transcribed: the paper's
+    statement could not be retrieved.
+
+    Under (HR) the inner products ρ_ij = ⟨x_i, x_j⟩ have the Itô drift
+
+        [C_ij (d − 2 + ρ_ij²) − (d − 1)(C_ii + C_jj) ρ_ij / 2] / d
+
+    (the cross-variation tr(P_i C_ij P_j)/d = C_ij(d − 2 + ρ²)/d and the two Itô corrections).
+    Near orthonormal tokens with all overlaps ρ_ll' ≈ ρ̄ and head dimension k → ∞ the logits
+    of one query are i.i.d. N(0, β²) and the rows independent, so C_ij = 1/n + ρ̄(1 − 1/n)
+    (i ≠ j) and C_ii = κ + ρ̄(1 − κ), κ = :func:`attention_concentration` (β, n), up to
+    O(β²ρ̄/n). Linearising, dρ̄/dt = g + λ ρ̄ with
+
+        g = (d − 2)/(d n),      λ = [(d − 2)(1 − 1/n) − (d − 1) κ(β, n)] / d.
+
+    The orthonormal configuration is unstable (tokens collapse, in a time ≈ log(1 + λ/g)/λ)
+    iff λ > 0, i.e. iff κ(β, n) < (d − 2)(n − 1)/((d − 1) n); otherwise ρ̄ settles near the
+    plateau g/|λ| and clustering is mitigated. Since κ ≈ e^{β²}/n for n ≫ e^{β²}, long
+    contexts need β² ≳ log n to stay mitigated, and larger d makes it harder.
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> r = th.homogenized_orthogonal_tradeoff(0.0, 64, 8)
+        >>> round(r.rate, 6), round(r.collapse_time, 3)
+        (0.724609, 5.714)
+    """
+    n, d = int(n), float(d)
+    if not d > 2:
+        raise ValueError(f"d: expected a token dimension d > 2, got {d}")
+    if n < 2:
+        raise ValueError(f"n: expected at least 2 tokens, got {n}")
+    kappa = attention_concentration(beta, n)
+    growth = (d - 2) / (d * n)
+    rate = ((d - 2) * (1 - 1 / n) - (d - 1) * kappa) / d
+    plateau = growth / -rate if rate < 0 else np.inf
+    if rate == 0:
+        time = 1 / growth
+    elif rate > -growth:
+        time = np.log1p(rate / growth) / rate
+    else:
+        time = np.inf
+    return OrthogonalTradeoff(
+        growth=float(growth),
+        rate=float(rate),
+        plateau=float(plateau),
+        collapse_time=float(time),
+        concentration=kappa,
+    )
