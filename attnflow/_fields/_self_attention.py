@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._check import check_beta, check_matrix, check_shape_tokens
-from ._base import AbstractAttention, AttentionScores, check_real
+from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
 
 
 class SelfAttention(AbstractAttention):
@@ -41,8 +41,15 @@ class SelfAttention(AbstractAttention):
     float32 (β = 100 included). USA's values genuinely grow like e^β and overflow float32 past
     β ≈ 88.
 
+    Trained parameters: Q, K and V are arrays, so ``eqx.filter_grad`` and optax train them. β
+    given as a Python number is a hyperparameter: it stays a ``float``, which optax leaves
+    unchanged; to train β, pass it as an array, ``SelfAttention(jnp.asarray(1.0), Q, K, V)``
+    (docs/conventions.md, "Which parameters are trained"). ``jax.grad`` with respect to a β
+    that is traced works either way.
+
     Args:
         beta: inverse temperature β ≥ 0 (scalar). The d^{-1/2} of practice is absorbed into β.
+            A Python number is a fixed hyperparameter, an array a trained parameter.
         Q, K: (k, d) query and key matrices (rectangular allowed).
         V: (d, d) value matrix.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
@@ -58,7 +65,7 @@ class SelfAttention(AbstractAttention):
         True
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     Q: Float[Array, "k d"] | None
     K: Float[Array, "k d"] | None
     V: Float[Array, "d d"] | None
@@ -77,7 +84,7 @@ class SelfAttention(AbstractAttention):
         causal=False,
         block_size=None,
     ):
-        self.beta = jnp.asarray(check_beta(beta))
+        self.beta = hyperparameter(check_beta(beta))
         if normalization not in ("softmax", "n"):
             raise ValueError(
                 f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
