@@ -32,14 +32,15 @@ class AbstractField(eqx.Module):
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def residual(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         """The update a residual block adds before the layer normalisation.
 
         For an attention field this is the unprojected attention output Σ_j a_ij V x_j, the
-        update of the paper's discrete Transformer (see :func:`attnflow.layers`); for any other
-        field it is the field itself.
+        update of the paper's discrete Transformer (see :func:`attnflow.layers`); for a field
+        without an unprojected form (a gradient flow) it is the field itself.
         """
-        return self(t, x, args)
+        raise NotImplementedError
 
 
 def weights_from_args(args, n: int):

@@ -165,9 +165,9 @@ class MultiHeadAttention(AbstractAttention):
 
         ẋ_i = P^⊥_{x_i} ( Σ_h Σ_j a^h_ij V_h x_j ).
 
-    The heads' scores are stacked on the head axis of :class:`AttentionScores` (heads that share
-    the mask and normalisation form one group), and the base class maps the kernel over it and
-    sums: ``logits`` and ``attention_matrix`` are (heads, n, n). For many heads of one shape,
+    The heads' scores are stacked on the head axis of :class:`AttentionScores`, and the base
+    class maps the kernel over it and sums: ``logits`` and ``attention_matrix`` are
+    (heads, n, n), in the order of ``heads``. For many heads of one shape,
     :class:`attnflow.StackedMultiHeadAttention` stores them as stacked arrays instead.
 
     Args:
@@ -206,40 +206,27 @@ class MultiHeadAttention(AbstractAttention):
         for head in self.heads:
             head.check_tokens(x)
 
-    def _groups(self, d: int) -> list[list[int]]:
-        """Head indices grouped by (mask, normalisation, head dimension k), first seen first."""
-        groups: dict = {}
-        for i, h in enumerate(self.heads):
-            k = d if h.Q is None and h.K is None else (h.Q if h.Q is not None else h.K).shape[0]
-            groups.setdefault((h.causal, h.normalization, k), []).append(i)
-        return list(groups.values())
-
     def scores(self, x, weights):
-        """Each head's scores stacked on the head axis, one group of heads per (mask,
-        normalisation, head dimension): a tuple of groups when there are several."""
-        stacked = []
-        for group in self._groups(x.shape[1]):
-            members = [self.heads[i].scores(x, weights) for i in group]
-            stacked.append(
-                members[0]._replace(
-                    queries=jnp.stack([m.queries for m in members]),
-                    keys=jnp.stack([m.keys for m in members]),
-                    values=jnp.stack([m.values for m in members]),
-                )
+        """Each head's scores stacked on the head axis, in the order of ``heads``: consecutive
+        heads that share the mask, normalisation and head dimension form one group (a tuple of
+        groups when there are several)."""
+        runs: list[list] = []
+        for head in self.heads:
+            s = head.scores(x, weights)
+            key = (s.mask, s.normalization, s.queries.shape[-1])
+            if runs and runs[-1][0] == key:
+                runs[-1][1].append(s)
+            else:
+                runs.append([key, [s]])
+        stacked = tuple(
+            members[0]._replace(
+                queries=jnp.stack([m.queries for m in members]),
+                keys=jnp.stack([m.keys for m in members]),
+                values=jnp.stack([m.values for m in members]),
             )
-        return stacked[0] if len(stacked) == 1 else tuple(stacked)
-
-    def logits(self, x) -> Float[Array, "heads n n"]:
-        """Each head's logits, in the order of ``heads``: (heads, n, n)."""
-        return self._in_head_order(super().logits(x), x.shape[1])
-
-    def attention_matrix(self, x, weights=None) -> Float[Array, "heads n n"]:
-        """Each head's attention matrix, in the order of ``heads``: (heads, n, n)."""
-        return self._in_head_order(super().attention_matrix(x, weights), x.shape[1])
-
-    def _in_head_order(self, stacked, d: int):
-        order = [i for group in self._groups(d) for i in group]
-        return stacked[np.argsort(np.asarray(order))]
+            for _, members in runs
+        )
+        return stacked[0] if len(stacked) == 1 else stacked
 
 
 __all__ = ["SelfAttention", "MultiHeadAttention", "project_rows"]
