@@ -79,9 +79,11 @@ from ._normalization_schemes import (
     NGPT as NGPT,
     AbstractNormalizationScheme as AbstractNormalizationScheme,
     AttentionSublayer as AttentionSublayer,
+    LieTrotter as LieTrotter,
     PeriLN as PeriLN,
     PostLN as PostLN,
     PreLN as PreLN,
+    ResidualOnly as ResidualOnly,
 )
 from ._phase import (
     AbstractStatistic as AbstractStatistic,

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 from ._check import check_tokens
 from ._fields._base import AbstractField
 from ._integrators._tolerance import floor_tolerances
-from ._layers import check_num_layers, iterate_layers
+from ._layers import check_num_layers, layers
 from ._solve import solve as solve_on_sphere
 from ._sphere import normalize, project_tangent
 
@@ -179,8 +179,29 @@ class AbstractNormalizationScheme(eqx.Module):
 
 @eqx.filter_jit
 def _iterate(scheme, sublayer, z0, num_layers, step, args, t0):
-    update = lambda t, z: scheme.layer(sublayer, t, z, step, args)  # noqa: E731
-    return iterate_layers(update, z0, num_layers, step, t0)
+    # The sublayer is called as given (it already is the update g): projected=True.
+    return layers(sublayer, z0, num_layers, step, scheme=scheme, args=args, t0=t0, projected=True)
+
+
+def step_map(scheme, field, sublayer: Callable, step, args) -> Callable:
+    """The layer map t, z ↦ z' of ``scheme`` for ``field`` (``sublayer(part)`` makes the update g
+    of a field part): one sublayer, or for :class:`LieTrotter` one per part, in turn."""
+    if isinstance(scheme, LieTrotter):
+        parts = tuple(sublayer(part) for part in _split(field))
+        return lambda t, z: scheme.layer(parts, t, z, step, args)
+    g = sublayer(field)
+    return lambda t, z: scheme.layer(g, t, z, step, args)
+
+
+def _split(field) -> tuple:
+    if isinstance(field, tuple | list):
+        return tuple(field)
+    if hasattr(field, "attention") and hasattr(field, "feedforward"):
+        return (field.attention, field.feedforward)
+    raise ValueError(
+        "field: the Lie-Trotter scheme splits a TransformerBlock (attention, then feed-forward) "
+        f"or a sequence of sublayers, got {type(field).__name__}"
+    )
 
 
 class PostLN(AbstractNormalizationScheme):
@@ -297,4 +318,66 @@ class NGPT(AbstractNormalizationScheme):
         return project_tangent(z, self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
 
-__all__ = ["AbstractNormalizationScheme", "AttentionSublayer", "NGPT", "PeriLN", "PostLN", "PreLN"]
+class ResidualOnly(AbstractNormalizationScheme):
+    """No normalisation: z ← z + h g(z), explicit Euler on R^{n×d}; flow ż = g(z).
+
+    The residual network of pure self-attention (paper (9.1), (9.3)–(9.5)):
+    :func:`attnflow.residual_layers` is ``layers(field, z0, L, h, scheme="residual",
+    projected=True)``.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> z0 = jnp.array([[1.0, 0.0]])
+        >>> g = lambda t, z, args: z  # ż = z: z_k = (1 + h)^k
+        >>> af.layers(g, z0, 2, 0.5, scheme="residual")[:, 0, 0].tolist()
+        [1.0, 1.5, 2.25]
+    """
+
+    on_sphere = False
+
+    def layer(self, sublayer, t, z, step, args=None):
+        return z + step * sublayer(t, z, args)
+
+    def vector_field(self, sublayer, t, z, args=None):
+        return sublayer(t, z, args)
+
+
+class LieTrotter(AbstractNormalizationScheme):
+    """Lie–Trotter splitting of a block with several sublayers (attention, then perceptron),
+    each a post-LN step: y = N(z + h g_1(z)), z' = N(y + h g_2(y)); flow ż = Σ_k P^⊥_z g_k(z).
+
+    ``sublayer`` is a sequence of sublayers; :func:`attnflow.layers` splits a
+    :class:`attnflow.TransformerBlock` into (attention, feedforward) for it. A first-order scheme:
+    it converges to ``solve(TransformerBlock(att, ff), x0, T)`` with error O(h).
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> ff = af.FeedForward(jnp.ones((3, 4)), jnp.ones((4, 3)), jnp.zeros(4), jnp.tanh)
+        >>> block = af.TransformerBlock(af.SelfAttention(1.0), ff)
+        >>> x0 = af.random_tokens(jr.key(0), 5, 3)
+        >>> af.layers(block, x0, 10, 0.1, scheme="Lie-Trotter").shape
+        (11, 5, 3)
+    """
+
+    on_sphere = True
+
+    def layer(self, sublayer, t, z, step, args=None):
+        for g in sublayer:
+            z = normalize(z + step * g(t, z, args))
+        return z
+
+    def vector_field(self, sublayer, t, z, args=None):
+        return sum(project_tangent(z, g(t, z, args)) for g in sublayer)
+
+
+__all__ = [
+    "AbstractNormalizationScheme",
+    "AttentionSublayer",
+    "LieTrotter",
+    "NGPT",
+    "PeriLN",
+    "PostLN",
+    "PreLN",
+    "ResidualOnly",
+    "step_map",
+]

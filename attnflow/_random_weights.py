@@ -1,9 +1,8 @@
 """Random deep multi-head attention: Gaussian weights resampled independently per layer and head.
 
-The model of the random-weights paper in seed 001 ("a random model of deep multi-head
-self-attention in which the weights are resampled independently across layers and heads, as at
-initialization of training"). Only its abstract was available: the scalings below are derived
-here (they are the two that give a non-trivial depth limit) and are stated in full.
+A random model of deep multi-head self-attention in which the weights are resampled
+independently across layers and heads, as at the initialisation of training. The scalings below
+are the two that give a non-trivial depth limit; they are derived and stated in full here.
 """
 
 import math
@@ -46,8 +45,7 @@ def random_multihead_attention(
       and variance 1 (the d^{-1/2} of practice, footnote 2, is absorbed), so β is the logit scale;
     * V_{l,h} = μ_l I + G / √d: the random part maps a unit vector to N(0, I/d), |V x| ≈ 1.
 
-    The two scalings of depth L, step τ and heads H (derived here; the seed gives only the
-    abstract), with T = t1 the depth-time:
+    The two scalings of depth L, step τ and heads H (derived here), with T = t1 the depth-time:
 
     * ``"diffusive"`` (default): c = 1/√(Hτ), μ_l = μ √(τ/H). The per-layer increment is
       τ·field = μ τ (1/H) Σ_h A_h x + √τ (1/√H) Σ_h A_h G_h x/√d: a drift O(τ) and a zero-mean
@@ -97,27 +95,8 @@ def random_multihead_attention(
         raise ValueError(f"num_heads: expected a positive integer, got {num_heads}")
     if int(d) < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
-    fixed = {} if fixed is None else dict(fixed)
-    if not set(fixed) <= {"Q", "K", "V"}:
-        raise ValueError(f"fixed: expected keys among 'Q', 'K', 'V', got {sorted(map(str, fixed))}")
-    fixed = {name: jnp.asarray(m) for name, m in fixed.items()}
-    if "V" in fixed and fixed["V"].shape != (int(d), int(d)):
-        raise ValueError(f"fixed['V']: expected shape {(int(d), int(d))}, got {fixed['V'].shape}")
-    for name in ("Q", "K"):
-        if name in fixed:
-            m = fixed[name]
-            if m.ndim != 2 or m.shape[1] != int(d):
-                raise ValueError(f"fixed[{name!r}]: expected shape (k, {int(d)}), got {m.shape}")
-            if k is None:
-                k = m.shape[0]
-            elif m.shape[0] != int(k):
-                raise ValueError(
-                    f"fixed[{name!r}]: expected {int(k)} rows (the head dimension k), got "
-                    f"shape {m.shape}"
-                )
-    k = int(d) if k is None else int(k)
-    if k < 1:
-        raise ValueError(f"k: expected a positive head dimension, got {k}")
+    d = int(d)
+    fixed, k = _check_fixed(fixed, d, k)
     if scaling not in ("diffusive", "ode"):
         raise ValueError(f"scaling: expected 'diffusive' or 'ode', got {scaling!r}")
     if not float(t1) > 0:
@@ -130,23 +109,50 @@ def random_multihead_attention(
     else:
         scale, mean = 1.0 / H, value_mean
     kq, kk, kv = jr.split(key, 3)
-    if "Q" in fixed:
-        Q = jnp.broadcast_to(fixed["Q"].astype(dtype), (L, H, k, d))
-    else:
-        Q = jr.normal(kq, (L, H, k, d), dtype) / k**0.25
-    if "K" in fixed:
-        K = jnp.broadcast_to(fixed["K"].astype(dtype), (L, H, k, d))
-    else:
-        K = jr.normal(kk, (L, H, k, d), dtype) / k**0.25
-    if "V" in fixed:
-        V = jnp.broadcast_to(fixed["V"].astype(dtype), (L, H, d, d))
-    else:
-        V = mean * jnp.eye(d, dtype=dtype)[None, None] + jr.normal(
-            kv, (L, H, d, d), dtype
-        ) / math.sqrt(d)
+
+    def draw(name, subkey, shape, random):
+        if name in fixed:
+            return jnp.broadcast_to(fixed[name].astype(dtype), shape)
+        return random(jr.normal(subkey, shape, dtype))
+
+    Q = draw("Q", kq, (L, H, k, d), lambda g: g / k**0.25)
+    K = draw("K", kk, (L, H, k, d), lambda g: g / k**0.25)
+    V = draw(
+        "V",
+        kv,
+        (L, H, d, d),
+        lambda g: mean * jnp.eye(d, dtype=dtype)[None, None] + g / math.sqrt(d),
+    )
     stacked = eqx.filter_vmap(
         lambda q, kmat, v: StackedMultiHeadAttention(beta, q, kmat, v, scale)
     )(Q, K, V)
     # Switch times in the default float dtype, the dtype of the times t = k·τ that `layers`
     # computes: float32 times would round past a float64 k·τ and repeat a layer.
     return PiecewiseConstant(stacked, tau * jnp.arange(1, L, dtype=jnp.result_type(float)))
+
+
+def _check_fixed(fixed, d: int, k) -> tuple[dict, int]:
+    """The matrices held fixed (checked against d and the head dimension k) and k."""
+    fixed = {} if fixed is None else dict(fixed)
+    if not set(fixed) <= {"Q", "K", "V"}:
+        raise ValueError(f"fixed: expected keys among 'Q', 'K', 'V', got {sorted(map(str, fixed))}")
+    fixed = {name: jnp.asarray(m) for name, m in fixed.items()}
+    if "V" in fixed and fixed["V"].shape != (d, d):
+        raise ValueError(f"fixed['V']: expected shape {(d, d)}, got {fixed['V'].shape}")
+    for name in ("Q", "K"):
+        if name not in fixed:
+            continue
+        m = fixed[name]
+        if m.ndim != 2 or m.shape[1] != d:
+            raise ValueError(f"fixed[{name!r}]: expected shape (k, {d}), got {m.shape}")
+        if k is None:
+            k = m.shape[0]
+        elif m.shape[0] != int(k):
+            raise ValueError(
+                f"fixed[{name!r}]: expected {int(k)} rows (the head dimension k), got "
+                f"shape {m.shape}"
+            )
+    k = d if k is None else int(k)
+    if k < 1:
+        raise ValueError(f"k: expected a positive head dimension, got {k}")
+    return fixed, k

@@ -43,6 +43,11 @@ def _mesh_and_axis(mesh: Mesh | None) -> tuple[Mesh, str]:
     return mesh, mesh.axis_names[0]
 
 
+def _as_arrays(field):
+    """Python-float hyperparameters (β) as arrays: a sweep over them reuses the program."""
+    return jax.tree.map(lambda leaf: jnp.asarray(leaf) if isinstance(leaf, float) else leaf, field)
+
+
 def _pad_leading(tree, pad: int):
     """Append ``pad`` copies of the last entry along axis 0 of every array leaf."""
     if pad == 0:
@@ -100,6 +105,8 @@ def sharded_ensemble_solve(
     solve_kwargs.setdefault("throw", False)
     # t1 in the tokens' dtype, as solve takes it: a Python float and an array hit one program.
     t1 = jnp.asarray(t1, jnp.result_type(x0))
+    if not batched_field:  # a batched field's arrays all carry the ensemble axis
+        field = _as_arrays(field)
     return _ensemble_program(field, x0, t1, args, solve_kwargs, batched_field, mesh)
 
 
@@ -238,7 +245,7 @@ def sharded_solve(
     rtol, atol = floor_tolerances(rtol, atol, dtype)
     # As arrays (the way solve takes them) t1 and the tolerances are traced, not static.
     t1, rtol, atol = (jnp.asarray(a, dtype) for a in (t1, rtol, atol))
-    return _single_program(field, x0, t1, weights, rtol, atol, solve_kwargs, mesh)
+    return _single_program(_as_arrays(field), x0, t1, weights, rtol, atol, solve_kwargs, mesh)
 
 
 @eqx.filter_jit

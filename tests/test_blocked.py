@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from helpers import attention_numpy
 
 import attnflow as af
 import attnflow._fields._kernel as kernel_module
@@ -130,15 +131,9 @@ def test_automatic_threshold_switches_to_blocked():
 
 
 def _attention_numpy(x, beta, Q, K, V, w, normalization, causal):
-    """Σ_j a_ij V x_j from the full n × n formula, in float64 NumPy."""
-    x, Q, K, V = (np.asarray(a, dtype=np.float64) for a in (x, Q, K, V))
-    n = x.shape[0]
-    w = np.full(n, 1.0 / n) if w is None else np.asarray(w, dtype=np.float64)
-    s = beta * (x @ Q.T) @ (x @ K.T).T
-    mask = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
-    e = np.where(mask, np.exp(s), 0.0) * w[None, :]
-    out = e @ (x @ V.T)
-    return out / e.sum(axis=1, keepdims=True) if normalization == "softmax" else out
+    return attention_numpy(
+        x, w, beta=beta, Q=Q, K=K, V=V, normalization=normalization, causal=causal
+    )
 
 
 @pytest.mark.parametrize("normalization, causal", [("softmax", False), ("n", True)])

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from helpers import attention_numpy
 
 import attnflow as af
 
@@ -40,16 +41,9 @@ def _np_softmax_attention(s, w, values):
 def _np_sa(
     x, w, *, beta=BETA, Q=None, K=None, V=None, normalization="softmax", causal=False, bias=None
 ):
-    q = x if Q is None else x @ Q.T
-    k = x if K is None else x @ K.T
-    v = x if V is None else x @ V.T
-    s = beta * q @ k.T + (0 if bias is None else bias)
-    if causal:
-        s = np.where(np.tril(np.ones_like(s)) > 0, s, -np.inf)
-    w = _np_weights(w, len(x))
-    if normalization == "softmax":
-        return _np_softmax_attention(s, w, v)
-    return (np.exp(s) * w[None, :]) @ v
+    return attention_numpy(
+        x, w, beta=beta, Q=Q, K=K, V=V, normalization=normalization, causal=causal, bias=bias
+    )
 
 
 def _np_hardmax(x, w, V=None):

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from helpers import attention_numpy
 
 import attnflow as af
 
@@ -30,10 +31,7 @@ def _unit(a):
 
 def _g(x):
     """Σ_j a_ij V x_j with a = softmax of β⟨Q x_i, K x_j⟩ (column-vector V)."""
-    logits = BETA * (x @ Q_.T) @ (x @ K_.T).T
-    a = np.exp(logits - logits.max(axis=1, keepdims=True))
-    a /= a.sum(axis=1, keepdims=True)
-    return a @ x @ V_.T
+    return attention_numpy(x, beta=BETA, Q=Q_, K=K_, V=V_)
 
 
 def _proj(z, v):
@@ -124,3 +122,32 @@ def test_multihead_sublayer_is_the_sum_of_heads():
     w = np.exp(0.5 * x @ x.T)
     w /= w.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(out, _g(x) + w @ x @ second.T, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["post-LN", "pre-LN", "peri-LN", "nGPT scalar", "nGPT vector"])
+def test_the_one_layer_loop_runs_every_scheme_on_an_attention_field(name):
+    """attnflow.layers(field, z0, L, h, scheme=...) on the attention field itself (its update is
+    the unprojected output) against two NumPy steps of the scheme's formula."""
+    scheme, on_sphere, layer, _ = REFERENCES[name]
+    z = _stream(on_sphere)
+    field = af.SelfAttention(BETA, jnp.asarray(Q_), jnp.asarray(K_), V_)
+    by_object = af.layers(field, jnp.asarray(z), 2, H, scheme=scheme)
+    np.testing.assert_allclose(by_object[2], layer(layer(z)), atol=1e-12)
+    if name in ("post-LN", "pre-LN", "peri-LN"):
+        by_name = af.layers(field, jnp.asarray(z), 2, H, scheme=name)
+        np.testing.assert_allclose(by_name, by_object, atol=0)
+
+
+def test_the_residual_scheme_is_explicit_euler_without_normalisation():
+    z = _stream(False)
+    g = af.PureSelfAttention(BETA, jnp.asarray(Q_), jnp.asarray(K_), V_)
+    want = z + H * _g(z)
+    want = want + H * _g(want)
+    got = af.layers(g, jnp.asarray(z), 2, H, scheme="residual")
+    np.testing.assert_allclose(got[2], want, atol=1e-12)
+    np.testing.assert_allclose(af.residual_layers(g, jnp.asarray(z), 2, H), got, atol=0)
+
+
+def test_unknown_scheme_is_rejected():
+    with pytest.raises(ValueError, match="scheme: expected one of 'post-LN'"):
+        af.layers(af.SelfAttention(1.0), jnp.asarray(_stream(True)), 1, 0.1, scheme="postln")

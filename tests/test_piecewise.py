@@ -176,7 +176,8 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="fields: expected len"):
         af.PiecewiseConstant.from_fields([af.SelfAttention(1.0)], switch_times=[1.0])
     with pytest.raises(ValueError, match="leading axis of length L = .* = 3, got a leaf of shape"):
-        af.PiecewiseConstant(af.SelfAttention(1.0, V=jnp.eye(D)), SWITCHES)
+        # β as an array (a 0-d leaf): a number β would be a hyperparameter shared by the pieces
+        af.PiecewiseConstant(af.SelfAttention(jnp.asarray(1.0), V=jnp.eye(D)), SWITCHES)
     with pytest.raises(ValueError, match="field: expected a stacked attnflow field"):
         af.PiecewiseConstant(lambda t, x, args: x, SWITCHES)
 

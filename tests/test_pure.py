@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from helpers import attention_numpy
 
 import attnflow as af
 
@@ -21,9 +22,7 @@ def _weights(seed=0):
 
 
 def _pure_numpy(x, beta, Q, K, V):
-    logits = beta * (x @ Q.T) @ (x @ K.T).T
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return (e / e.sum(axis=1, keepdims=True)) @ x @ V.T
+    return attention_numpy(x, beta=beta, Q=Q, K=K, V=V)
 
 
 def _diffrax_solve(field, y0, ts):

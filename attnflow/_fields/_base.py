@@ -32,14 +32,15 @@ class AbstractField(eqx.Module):
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def residual(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         """The update a residual block adds before the layer normalisation.
 
         For an attention field this is the unprojected attention output Σ_j a_ij V x_j, the
-        update of the paper's discrete Transformer (see :func:`attnflow.layers`); for any other
-        field it is the field itself.
+        update of the paper's discrete Transformer (see :func:`attnflow.layers`); for a field
+        without an unprojected form (a gradient flow) it is the field itself.
         """
-        return self(t, x, args)
+        raise NotImplementedError
 
 
 def weights_from_args(args, n: int):
@@ -81,6 +82,17 @@ def check_field_input(x, name: str = "x", *, nonzero: bool = True):
                 "space on the sphere"
             )
     return x
+
+
+def hyperparameter(value):
+    """A scalar setting kept as given: a Python or NumPy number stays a Python ``float``
+    (a hyperparameter: not an array leaf, so ``eqx.filter_grad`` and optax leave it alone, and
+    ``eqx.filter_jit`` treats it as static), an array or tracer becomes a JAX array (a parameter:
+    trained and differentiated). This is equinox's own convention (``eqx.nn.Dropout(p)``);
+    see the conventions page, "Which parameters are trained"."""
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+        return float(value)
+    return jnp.asarray(value)
 
 
 def check_real(matrix, name: str):
@@ -303,4 +315,5 @@ __all__ = [
     "per_head",
     "weights_from_args",
     "check_field_input",
+    "hyperparameter",
 ]

@@ -1,5 +1,5 @@
-"""Blocked (flash-attention style) attention: the kernel's blocked path under its historical
-name and argument conventions."""
+"""Blocked (flash-attention style) attention: the kernel's blocked path as a function of its
+own, with the block size required."""
 
 from jaxtyping import Array, Float, Int
 

@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_matrix, check_shape_tokens, check_tokens
-from .._layers import iterate_layers, residual_update
-from .._sphere import normalize, project_tangent
+from .._check import check_matrix, check_shape_tokens
+from .._layers import layers
+from .._sphere import project_tangent
 from ._base import AbstractField
 
 
@@ -156,13 +156,13 @@ def lie_trotter_layers(
         >>> af.lie_trotter_layers(af.SelfAttention(1.0), ff, x0, 10, 0.1).shape
         (11, 5, 3)
     """
-    x0 = check_tokens(x0, "x0")
-
-    def sublayer(part, t, x):
-        return part(t, x, args) if projected else residual_update(part, t, x, args)
-
-    def one_layer(t, x):
-        y = normalize(x + step * sublayer(attention, t, x))
-        return normalize(y + step * sublayer(feedforward, t, y))
-
-    return iterate_layers(one_layer, x0, num_layers, step, t0)
+    return layers(
+        (attention, feedforward),
+        x0,
+        num_layers,
+        step,
+        scheme="Lie-Trotter",
+        args=args,
+        t0=t0,
+        projected=projected,
+    )

@@ -43,5 +43,9 @@ class GradientFlow(AbstractField):
         grad = riemannian_gradient(self.energy, self.metric, x, weights)
         return -grad if self.descent else grad
 
+    def residual(self, t, x, args=None):
+        """The field itself: a Riemannian gradient has no unprojected form."""
+        return self(t, x, args)
+
 
 __all__ = ["GradientFlow"]

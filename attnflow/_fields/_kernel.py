@@ -46,8 +46,7 @@ DENSE_TILE = 2**22
 """Logits the dense path handles at once: DENSE_TILE // m query rows against all m keys.
 
 One expression up to n = m = 2048; 1024 rows at m = 4096; 256 at 16384 (16 MiB tiles in
-float32). At 2^20 (64 rows at m = 16384) the products e @ v had too few rows to run at speed:
-49% of the matmul peak at n = 16384 against 77% now (docs/benchmarks.md#bench-scaling).
+float32). Smaller tiles give the products e @ v too few rows to run at the matmul's speed.
 Row tiles keep XLA's CPU backend on its matrix-multiply kernels where one n × m expression is
 fused into a slow loop nest (see docs/benchmarks.md#bench-scaling).
 """

@@ -180,7 +180,9 @@ class PiecewiseConstant(AbstractField):
                 f"fields: expected len(switch_times) + 1 = {_num_pieces_of(switch_times)} "
                 f"fields, got {len(fields)}"
             )
-        dynamic, static = zip(*(eqx.partition(f, eqx.is_array) for f in fields), strict=True)
+        # Scalar hyperparameters (Python floats, e.g. β) may differ per piece: stacked as arrays.
+        stackable = lambda leaf: eqx.is_array(leaf) or isinstance(leaf, float)  # noqa: E731
+        dynamic, static = zip(*(eqx.partition(f, stackable) for f in fields), strict=True)
         structure = jax.tree.structure(dynamic[0])
         for k, (dyn, stat) in enumerate(zip(dynamic, static, strict=True)):
             if jax.tree.structure(dyn) != structure or not eqx.tree_equal(stat, static[0]):

@@ -4,7 +4,7 @@ retrieval profile of causal attention (the lost-in-the-middle model).
 Tokens of a prompt are ordered; self-attention (2.3) is permutation-equivariant and sees the
 order only through a mask (causal attention, docs/maths.md §1.7) or a bias added to the logits.
 ALiBi (Press, Smith, Lewis, ICLR 2022) adds −m·|i − j| to β⟨Q x_i, K x_j⟩, with one slope m per
-head. Duerinckx–Geshkovski–Rossi (seed 001, "Kinetic theory for Transformers and the
+head. Duerinckx–Geshkovski–Rossi ("Kinetic theory for Transformers and the
 lost-in-the-middle phenomenon") study causal self-attention of i.i.d. uniform tokens and show
 that the token retrieval profile, as a function of the source position, is U-shaped (primacy,
 recency, an interior minimum) for their kinetic model, :class:`CausalALiBiAttention`;

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_matrix, check_shape_tokens, check_tokens
-from .._layers import iterate_layers
+from .._check import check_matrix, check_shape_tokens
+from .._layers import layers
 from ._base import check_field_input, weights_from_args
 from ._kernel import attention
 from ._self_attention import SelfAttention
@@ -204,5 +204,4 @@ def residual_layers(
         >>> af.residual_layers(af.HardmaxRescaledAttention(), z0, 4, 0.25).shape
         (5, 3, 2)
     """
-    x0 = check_tokens(x0, "x0", unit=False)
-    return iterate_layers(lambda t, x: x + step * field(t, x, args), x0, num_layers, step, t0)
+    return layers(field, x0, num_layers, step, scheme="residual", args=args, t0=t0, projected=True)

@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._check import check_beta, check_matrix, check_shape_tokens
-from ._base import AbstractAttention, AttentionScores, check_real
+from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
 
 
 class SelfAttention(AbstractAttention):
@@ -41,8 +41,15 @@ class SelfAttention(AbstractAttention):
     float32 (β = 100 included). USA's values genuinely grow like e^β and overflow float32 past
     β ≈ 88.
 
+    Trained parameters: Q, K and V are arrays, so ``eqx.filter_grad`` and optax train them. β
+    given as a Python number is a hyperparameter: it stays a ``float``, which optax leaves
+    unchanged; to train β, pass it as an array, ``SelfAttention(jnp.asarray(1.0), Q, K, V)``
+    (docs/conventions.md, "Which parameters are trained"). ``jax.grad`` with respect to a β
+    that is traced works either way.
+
     Args:
         beta: inverse temperature β ≥ 0 (scalar). The d^{-1/2} of practice is absorbed into β.
+            A Python number is a fixed hyperparameter, an array a trained parameter.
         Q, K: (k, d) query and key matrices (rectangular allowed).
         V: (d, d) value matrix.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
@@ -58,7 +65,7 @@ class SelfAttention(AbstractAttention):
         True
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     Q: Float[Array, "k d"] | None
     K: Float[Array, "k d"] | None
     V: Float[Array, "d d"] | None
@@ -77,7 +84,7 @@ class SelfAttention(AbstractAttention):
         causal=False,
         block_size=None,
     ):
-        self.beta = jnp.asarray(check_beta(beta))
+        self.beta = hyperparameter(check_beta(beta))
         if normalization not in ("softmax", "n"):
             raise ValueError(
                 f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
@@ -158,9 +165,9 @@ class MultiHeadAttention(AbstractAttention):
 
         ẋ_i = P^⊥_{x_i} ( Σ_h Σ_j a^h_ij V_h x_j ).
 
-    The heads' scores are stacked on the head axis of :class:`AttentionScores` (heads that share
-    the mask and normalisation form one group), and the base class maps the kernel over it and
-    sums: ``logits`` and ``attention_matrix`` are (heads, n, n). For many heads of one shape,
+    The heads' scores are stacked on the head axis of :class:`AttentionScores`, and the base
+    class maps the kernel over it and sums: ``logits`` and ``attention_matrix`` are
+    (heads, n, n), in the order of ``heads``. For many heads of one shape,
     :class:`attnflow.StackedMultiHeadAttention` stores them as stacked arrays instead.
 
     Args:
@@ -199,40 +206,27 @@ class MultiHeadAttention(AbstractAttention):
         for head in self.heads:
             head.check_tokens(x)
 
-    def _groups(self, d: int) -> list[list[int]]:
-        """Head indices grouped by (mask, normalisation, head dimension k), first seen first."""
-        groups: dict = {}
-        for i, h in enumerate(self.heads):
-            k = d if h.Q is None and h.K is None else (h.Q if h.Q is not None else h.K).shape[0]
-            groups.setdefault((h.causal, h.normalization, k), []).append(i)
-        return list(groups.values())
-
     def scores(self, x, weights):
-        """Each head's scores stacked on the head axis, one group of heads per (mask,
-        normalisation, head dimension): a tuple of groups when there are several."""
-        stacked = []
-        for group in self._groups(x.shape[1]):
-            members = [self.heads[i].scores(x, weights) for i in group]
-            stacked.append(
-                members[0]._replace(
-                    queries=jnp.stack([m.queries for m in members]),
-                    keys=jnp.stack([m.keys for m in members]),
-                    values=jnp.stack([m.values for m in members]),
-                )
+        """Each head's scores stacked on the head axis, in the order of ``heads``: consecutive
+        heads that share the mask, normalisation and head dimension form one group (a tuple of
+        groups when there are several)."""
+        runs: list[list] = []
+        for head in self.heads:
+            s = head.scores(x, weights)
+            key = (s.mask, s.normalization, s.queries.shape[-1])
+            if runs and runs[-1][0] == key:
+                runs[-1][1].append(s)
+            else:
+                runs.append([key, [s]])
+        stacked = tuple(
+            members[0]._replace(
+                queries=jnp.stack([m.queries for m in members]),
+                keys=jnp.stack([m.keys for m in members]),
+                values=jnp.stack([m.values for m in members]),
             )
-        return stacked[0] if len(stacked) == 1 else tuple(stacked)
-
-    def logits(self, x) -> Float[Array, "heads n n"]:
-        """Each head's logits, in the order of ``heads``: (heads, n, n)."""
-        return self._in_head_order(super().logits(x), x.shape[1])
-
-    def attention_matrix(self, x, weights=None) -> Float[Array, "heads n n"]:
-        """Each head's attention matrix, in the order of ``heads``: (heads, n, n)."""
-        return self._in_head_order(super().attention_matrix(x, weights), x.shape[1])
-
-    def _in_head_order(self, stacked, d: int):
-        order = [i for group in self._groups(d) for i in group]
-        return stacked[np.argsort(np.asarray(order))]
+            for _, members in runs
+        )
+        return stacked[0] if len(stacked) == 1 else stacked
 
 
 __all__ = ["SelfAttention", "MultiHeadAttention", "project_rows"]

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import check_beta, check_shape_tokens
-from ._base import AbstractAttention, AttentionScores
+from ._base import AbstractAttention, AttentionScores, hyperparameter
 
 
 class StackedMultiHeadAttention(AbstractAttention):
@@ -16,6 +16,9 @@ class StackedMultiHeadAttention(AbstractAttention):
     heads are vectorised (cost O(H(n²k + n d²)) without unrolling H), so hundreds of heads are
     cheap. Stacking it once more over layers gives the piecewise-constant random model of
     :func:`random_multihead_attention`.
+
+    β and c given as Python numbers are hyperparameters (optax leaves them unchanged); pass
+    arrays to train them (docs/conventions.md, "Which parameters are trained").
 
     Args:
         beta: inverse temperature β ≥ 0 (scalar).
@@ -31,14 +34,14 @@ class StackedMultiHeadAttention(AbstractAttention):
         (5, 3)
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     Q: Float[Array, "heads k d"]
     K: Float[Array, "heads k d"]
     V: Float[Array, "heads d d"]
-    scale: Float[Array, ""]
+    scale: float | Float[Array, ""]
 
     def __init__(self, beta, Q, K, V, scale=1.0):
-        self.beta = jnp.asarray(check_beta(beta))
+        self.beta = hyperparameter(check_beta(beta))
         shapes = {name: jnp.shape(m) for name, m in (("Q", Q), ("K", K), ("V", V))}
         if any(len(s) != 3 for s in shapes.values()):
             raise ValueError(
@@ -53,7 +56,7 @@ class StackedMultiHeadAttention(AbstractAttention):
         if jnp.ndim(scale) != 0:
             raise ValueError(f"scale: expected a scalar, got shape {jnp.shape(scale)}")
         self.Q, self.K, self.V = jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V)
-        self.scale = jnp.asarray(scale, dtype=self.V.dtype)
+        self.scale = hyperparameter(scale)
 
     @property
     def num_heads(self) -> int:

@@ -275,6 +275,26 @@ def classify_critical_point(
         >>> c.kind, c.num_positive, c.orbit_dimension, c.is_paper_strict_saddle
         ('local minimum', 3, 1, True)
     """
+    hessian, orbit, scale, grad_norm = _hessian_and_orbit(
+        energy, x, weights, grad_rtol, orbit_rtol, remove_orbit
+    )
+    eigenvalues = _transverse_spectrum(hessian, orbit)
+    num_positive = int(np.sum(eigenvalues > tol * scale))
+    num_negative = int(np.sum(eigenvalues < -tol * scale))
+    num_zero = eigenvalues.size - num_positive - num_negative
+    return Classification(
+        kind=_kind(num_positive, num_negative, num_zero),
+        eigenvalues=jnp.asarray(eigenvalues),
+        num_positive=num_positive,
+        num_negative=num_negative,
+        num_zero=num_zero,
+        orbit_dimension=orbit.shape[1],
+        grad_norm=grad_norm,
+    )
+
+
+def _hessian_and_orbit(energy, x, weights, grad_rtol, orbit_rtol, remove_orbit):
+    """The checked Hessian at x, the orbit columns to remove, ‖H‖ and |grad E|."""
     if not callable(energy):
         raise ValueError(
             f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
@@ -309,30 +329,26 @@ def classify_critical_point(
             f"(|H·(Bx)| = {residual:.3e}, relative {residual / max(scale, floor):.1e}): the energy "
             "is not O(d)-invariant; pass remove_orbit=False"
         )
+    return hessian, orbit, scale, grad_norm
+
+
+def _transverse_spectrum(hessian, orbit):
+    """Eigenvalues of Wᵀ H W, W an orthonormal basis of the complement of the orbit columns."""
     full, _, _ = np.linalg.svd(orbit, full_matrices=True)
     complement = full[:, orbit.shape[1] :]
-    eigenvalues = np.linalg.eigvalsh(complement.T @ hessian @ complement)
-    zero = tol * scale
-    num_positive = int(np.sum(eigenvalues > zero))
-    num_negative = int(np.sum(eigenvalues < -zero))
-    num_zero = eigenvalues.size - num_positive - num_negative
+    return np.linalg.eigvalsh(complement.T @ hessian @ complement)
+
+
+def _kind(num_positive: int, num_negative: int, num_zero: int) -> Kind:
+    """Second-order classification: definite spectra are extrema, mixed signs a strict saddle,
+    a zero band beside one sign only is inconclusive ("degenerate")."""
     if num_zero == 0 and num_positive == 0:
-        kind = "local maximum"
-    elif num_zero == 0 and num_negative == 0:
-        kind = "local minimum"
-    elif num_positive and num_negative:
-        kind = "strict saddle"
-    else:
-        kind = "degenerate"
-    return Classification(
-        kind=kind,
-        eigenvalues=jnp.asarray(eigenvalues),
-        num_positive=num_positive,
-        num_negative=num_negative,
-        num_zero=num_zero,
-        orbit_dimension=orbit.shape[1],
-        grad_norm=grad_norm,
-    )
+        return "local maximum"
+    if num_zero == 0 and num_negative == 0:
+        return "local minimum"
+    if num_positive and num_negative:
+        return "strict saddle"
+    return "degenerate"
 
 
 __all__ = ["CriticalPoint", "Classification", "find_critical_point", "classify_critical_point"]

@@ -242,6 +242,33 @@ def survey_critical_points(
             "survey_critical_points needs float64 (gtol ~ 1e-10): call "
             "jax.config.update('jax_enable_x64', True) first"
         )
+    seeds, sources = _seeds(key, n, d, beta, num_random, num_flow, flow_times, flow_step)
+    seeds = np.concatenate(seeds)
+    seeds = seeds / np.linalg.norm(seeds, axis=-1, keepdims=True)
+    energy = InteractionEnergy(beta)
+    search_weights = jnp.full((n,), math.exp(-beta / 2) / n)
+    # gtol = 0: iterate to the rounding floor (the search stops once the Newton step is below
+    # resolution), so that flat directions — far clusters, whose eigenvalues are ~e^{−2β}
+    # relative — are converged too; ``gtol`` then only decides which seeds count.
+    found = _batched_search(energy, jnp.asarray(seeds), search_weights, jnp.zeros(()), max_steps)
+    converged = np.asarray(found.grad_norm) <= gtol
+
+    unique = _deduplicate(found.x, converged, sources, dedup_tol)
+
+    points = [_survey_point(energy, beta, *entry) for entry in unique]
+    points.sort(key=lambda p: -p.energy)
+    return LandscapeSurvey(
+        n=n,
+        d=d,
+        beta=float(beta),
+        num_seeds=len(sources),
+        num_converged=int(converged.sum()),
+        points=tuple(points),
+    )
+
+
+def _seeds(key, n, d, beta, num_random, num_flow, flow_times, flow_step):
+    """Random seeds, snapshots of the attention flow, and the symmetric configurations."""
     key_random, key_flow = jr.split(key)
     seeds, sources = [], []
     if num_random:
@@ -259,19 +286,14 @@ def survey_critical_points(
     for name, config in symmetric_configurations(n, d).items():
         seeds.append(config[None])
         sources.append(name)
-    seeds = np.concatenate(seeds)
-    seeds = seeds / np.linalg.norm(seeds, axis=-1, keepdims=True)
-    energy = InteractionEnergy(beta)
-    search_weights = jnp.full((n,), math.exp(-beta / 2) / n)
-    # gtol = 0: iterate to the rounding floor (the search stops once the Newton step is below
-    # resolution), so that flat directions — far clusters, whose eigenvalues are ~e^{−2β}
-    # relative — are converged too; ``gtol`` then only decides which seeds count.
-    found = _batched_search(energy, jnp.asarray(seeds), search_weights, jnp.zeros(()), max_steps)
-    converged = np.asarray(found.grad_norm) <= gtol
+    return seeds, sources
 
+
+def _deduplicate(xs, converged, sources, dedup_tol):
+    """One (x, signature, source, hits) per critical point modulo rotations and relabelling."""
     unique: list[tuple[np.ndarray, np.ndarray, str, list[int]]] = []
     for index in np.flatnonzero(converged):
-        x = np.asarray(found.x[index])
+        x = np.asarray(xs[index])
         signature = configuration_signature(x)
         for _, other, _, hits in unique:
             if np.max(np.abs(signature - other)) <= dedup_tol:
@@ -280,37 +302,28 @@ def survey_critical_points(
         else:
             unique.append((x, signature, sources[index], [index]))
 
-    points = []
-    for x, _, source, hits in unique:
-        xj = jnp.asarray(x)
-        verdict = classify_critical_point(energy, xj)
-        value = float(energy(xj))
-        points.append(
-            SurveyPoint(
-                x=x,
-                kind=verdict.kind,
-                eigenvalues=np.asarray(verdict.eigenvalues),
-                num_positive=verdict.num_positive,
-                num_negative=verdict.num_negative,
-                num_zero=verdict.num_zero,
-                orbit_dimension=verdict.orbit_dimension,
-                energy=value,
-                normalized_energy=2 * beta * math.exp(-beta) * value,
-                num_clusters=int(count_clusters(xj, 1e-6)),
-                synchronised=int(count_clusters(xj, 1e-6)) == 1,
-                grad_norm=verdict.grad_norm,
-                source=source,
-                hits=len(hits),
-            )
-        )
-    points.sort(key=lambda p: -p.energy)
-    return LandscapeSurvey(
-        n=n,
-        d=d,
-        beta=float(beta),
-        num_seeds=len(sources),
-        num_converged=int(converged.sum()),
-        points=tuple(points),
+    return unique
+
+
+def _survey_point(energy, beta, x, _signature, source, hits) -> "SurveyPoint":
+    xj = jnp.asarray(x)
+    verdict = classify_critical_point(energy, xj)
+    value = float(energy(xj))
+    return SurveyPoint(
+        x=x,
+        kind=verdict.kind,
+        eigenvalues=np.asarray(verdict.eigenvalues),
+        num_positive=verdict.num_positive,
+        num_negative=verdict.num_negative,
+        num_zero=verdict.num_zero,
+        orbit_dimension=verdict.orbit_dimension,
+        energy=value,
+        normalized_energy=2 * beta * math.exp(-beta) * value,
+        num_clusters=int(count_clusters(xj, 1e-6)),
+        synchronised=int(count_clusters(xj, 1e-6)) == 1,
+        grad_norm=verdict.grad_norm,
+        source=source,
+        hits=len(hits),
     )
 
 
