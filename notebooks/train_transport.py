@@ -96,6 +96,8 @@ optimizer = optax.adam(3e-2)
 opt_state = optimizer.init(params)
 
 
+# Jit the whole step: outside jit each gradient through `solve` would trace and compile the
+# solve and its adjoint again.
 @eqx.filter_jit
 def train_step(params, opt_state):
     loss, grads = eqx.filter_value_and_grad(loss_fn)(params)

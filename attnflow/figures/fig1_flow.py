@@ -33,7 +33,6 @@ import pathlib
 import time
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -92,22 +91,15 @@ def _simulate(field, x0, num_layers: int, rtol: float, atol: float):
 
 def distances(key, sim, real, *, kappa: float, num_projections: int) -> dict:
     """Layer-by-layer ``agreement`` mean_i ⟨y_i, x_i⟩, ``mmd`` MMD²_κ and ``sw`` sliced W₂
-    between simulated states ``sim`` and real states ``real`` (both (L + 1, n, d), unit rows)."""
-    values = _distances(key, jnp.asarray(sim), jnp.asarray(real), kappa, num_projections)
+    between simulated states ``sim`` and real states ``real`` (both (L + 1, n, d), unit rows):
+    :func:`attnflow.pretrained.layer_distances`."""
+    from attnflow import pretrained
+
+    values = pretrained.layer_distances(
+        key, jnp.asarray(sim), jnp.asarray(real), float(kappa), int(num_projections)
+    )
     agreement, mmd, sw = (np.asarray(v) for v in values)
     return {"agreement": agreement, "mmd": mmd, "sw": sw}
-
-
-@eqx.filter_jit
-def _distances(key, sim, real, kappa: float, num_projections: int):
-    def one(y, x):
-        return (
-            jnp.mean(jnp.sum(y * x, axis=-1)),
-            af.measures.squared_mmd(y, x, kappa=kappa),
-            af.measures.sliced_wasserstein(key, y, x, num_projections=num_projections),
-        )
-
-    return jax.vmap(one)(sim, real)
 
 
 def fields(model, params: dict, real_states):

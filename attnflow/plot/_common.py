@@ -35,6 +35,7 @@ def save_figures(name: str, folder=None, *, dpi: int = 120) -> list[pathlib.Path
     Example:
         >>> import tempfile, matplotlib.pyplot as plt
         >>> from attnflow import plot
+        >>> plt.close("all")
         >>> fig = plt.figure()
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     [p.name for p in plot.save_figures("demo", folder)]
