@@ -45,6 +45,7 @@ def site(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_site_builds_strict_with_every_page(site):
     for page in ["index", "getting-started/index", "maths/index", "conventions/index"]:
         assert (site / f"{page}.html").exists() or (site / page.replace("/index", ".html")).exists()
@@ -53,6 +54,7 @@ def test_site_builds_strict_with_every_page(site):
     assert (site / "benchmarks" / "index.html").exists()
 
 
+@pytest.mark.slow
 def test_every_public_name_is_in_the_api_reference(site):
     """Each public name of attnflow, attnflow.theory and attnflow.plot has its own entry
     (heading id ``attnflow.NAME``) in the API reference, rendered from a non-empty docstring."""

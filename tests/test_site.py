@@ -30,6 +30,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+# Builds the site and drives a browser.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings_handlers.python")
