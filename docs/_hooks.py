@@ -1,8 +1,10 @@
 """MkDocs hooks: pages generated from files that live outside docs/.
 
-- ``notebooks/*.py`` (jupytext percent scripts) become ``notebooks/NAME.md``, code and text, with
-  an index page listing them;
-- ``benchmarks/RESULTS.md`` becomes ``benchmarks/results.md``, with the pictures it references;
+- ``notebooks/*.py`` (jupytext percent scripts) become ``notebooks/NAME.md``: text, code and,
+  unless ``ATTNFLOW_DOCS_EXECUTE=0`` (or a list of other notebooks: ``ATTNFLOW_DOCS_EXECUTE=fig3``),
+  what each cell printed and drew, from running the notebook
+  (``docs/_execute.py``; at the test size when ``ATTNFLOW_QUICK=1``), with an index page;
+- pictures under ``benchmarks/`` are copied to the site;
 - public names of attnflow, attnflow.theory and attnflow.plot that no page of ``docs/api/``
   documents yet are collected on ``api/more.md`` ("More names"), so that a new name is documented
   from its docstring the moment it is exported. Give each a place on a topic page.
@@ -10,8 +12,14 @@
 Pointers of the form "MATH.md §x.y" in these sources become links to the maths page.
 """
 
+import hashlib
 import importlib
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import jupytext
@@ -71,15 +79,95 @@ def _link_math_pointers(text: str, maths_page: str) -> str:
     )
 
 
-def notebook_markdown(path: Path) -> str:
+_CODE_OR_MATH = re.compile(r"(`[^`\n]*`|\$[^$\n]+\$)")
+_EMPHASIS = re.compile(r"(\*\*[^*\n]+\*\*|(?<![\w*])\*(?=[^\s*])[^*\n]*?(?<=[^\s*])\*(?![\w*]))")
+_MATH_STAR = re.compile(r"(?<=\w)\*")
+
+
+def escape_stars(text: str) -> str:
+    """Markdown text with the stars of mathematical names (``t*(β)``, ``τ*_β``, ``ρ_*``) escaped,
+    so that two of them do not become emphasis; code spans, ``$…$``, emphasis and indented code
+    are left alone."""
+    lines = []
+    for line in text.split("\n"):
+        if line.startswith("    "):
+            lines.append(line)
+            continue
+        pieces = []
+        for i, piece in enumerate(_CODE_OR_MATH.split(line)):
+            if i % 2 == 0:
+                kept = _EMPHASIS.split(piece)
+                piece = "".join(
+                    part if j % 2 else _MATH_STAR.sub(r"\\*", part) for j, part in enumerate(kept)
+                )
+            pieces.append(piece)
+        lines.append("".join(pieces))
+    return "\n".join(lines)
+
+
+def _source_hash(path: Path, quick: bool) -> str:
+    """A key for the executed outputs of a notebook: its text, attnflow's sources, the size."""
+    digest = hashlib.sha256(path.read_bytes() + (b"quick" if quick else b"default"))
+    for source in sorted((ROOT / "attnflow").rglob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def execute_notebook(path: Path) -> tuple[Path, list[dict]]:
+    """Run ``docs/_execute.py`` on a notebook (in a subprocess, at the test size when
+    ``ATTNFLOW_QUICK=1``); outputs are cached under ``ATTNFLOW_DOCS_CACHE`` (default
+    ``.cache/docs-notebooks``) and reused while the notebook and attnflow are unchanged."""
+    quick = os.environ.get("ATTNFLOW_QUICK") == "1"
+    cache = Path(os.environ.get("ATTNFLOW_DOCS_CACHE", ROOT / ".cache" / "docs-notebooks"))
+    out = cache / f"{path.stem}-{_source_hash(path, quick)}"
+    record = out / "outputs.json"
+    if not record.exists():
+        if out.exists():
+            shutil.rmtree(out)
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "docs" / "_execute.py"), str(path), str(out)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"notebooks/{path.name} failed when executed for the site:\n"
+                + (result.stdout + result.stderr)[-4000:]
+            )
+    return out, json.loads(record.read_text())
+
+
+def notebook_markdown(path: Path, outputs: list[dict] | None = None, images: str = "") -> str:
+    """The page of a notebook: its text cells, its code cells and, when ``outputs`` (from
+    ``execute_notebook``) is given, what each code cell printed and the figures it drew
+    (image links under the folder ``images``, relative to the page)."""
     notebook = jupytext.read(path)
-    notebook.metadata = {}
-    text = jupytext.writes(notebook, fmt="md")
+    by_cell = {record["cell"]: record for record in outputs or []}
+    blocks = []
+    for index, cell in enumerate(notebook.cells):
+        source = cell.source.strip("\n")
+        if cell.cell_type == "markdown":
+            blocks.append(escape_stars(source))
+        elif cell.cell_type == "code" and source:
+            blocks.append(f"```python\n{source}\n```")
+            record = by_cell.get(index)
+            if record and record["stdout"].strip():
+                blocks.append(f"```text\n{record['stdout'].rstrip()}\n```")
+            for image in record["images"] if record else []:
+                blocks.append(f"![output of the cell above]({images}/{image})")
+    text = "\n\n".join(blocks) + "\n"
     source = f"`notebooks/{path.name}`"
+    if outputs is None:
+        how = "rendered without outputs"
+    elif os.environ.get("ATTNFLOW_QUICK") == "1":
+        how = "executed at the test size (`ATTNFLOW_QUICK=1`) when this site was built"
+    else:
+        how = "executed at its default size when this site was built"
     note = (
-        f'\n\n!!! note "Source"\n    This page is the jupytext script {source}, rendered '
-        "without outputs. Run it with `jupytext --to notebook` or as a plain Python script "
-        "(`ATTNFLOW_QUICK=1` for a test-sized run).\n"
+        f'\n\n!!! note "Source"\n    This page is the jupytext script {source}, {how}. Run it '
+        "with `jupytext --to notebook` or as a plain Python script (`ATTNFLOW_QUICK=1` for a "
+        "test-sized run).\n"
     )
     first_break = text.find("\n\n")
     if text.startswith("# ") and first_break > 0:
@@ -96,30 +184,13 @@ def _title(markdown: str, fallback: str) -> str:
     return fallback
 
 
-_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\s]+)\)")
-
-
-def _results_link(match: re.Match) -> str:
-    """Links of benchmarks/RESULTS.md, relative to benchmarks/, as links of the generated page
-    benchmarks/results.md: pictures in benchmarks/ and docs/ are kept, web links too; links to
-    other repository files (scripts, the README) become their text."""
-    bang, text, target = match.groups()
-    if re.match(r"https?://", target):
-        return match.group(0)
-    path = target.split("#")[0]
-    for prefix in ("../docs/", "docs/"):
-        if path.startswith(prefix) and (ROOT / "docs" / path[len(prefix) :]).exists():
-            if not path.endswith(".md"):
-                return f"{bang}[{text}](../{target[len(prefix) :]})"
-    local = ROOT / "benchmarks" / path
-    if ".." not in path and local.suffix in _IMAGE_SUFFIXES and local.exists():
-        return match.group(0)
-    return text if not bang else f"`{path}`"
-
-
-def results_markdown() -> str:
-    text = _LINK.sub(_results_link, (ROOT / "benchmarks" / "RESULTS.md").read_text())
-    return _link_math_pointers(text, "../maths.md")
+def _executes(stem: str) -> bool:
+    """``ATTNFLOW_DOCS_EXECUTE``: unset or "1" executes every notebook, "0" none, a
+    comma-separated list of notebook names (``fig3,fig6``) only those."""
+    setting = os.environ.get("ATTNFLOW_DOCS_EXECUTE", "1").strip()
+    if setting in ("1", "0"):
+        return setting == "1"
+    return stem in {name.strip() for name in setting.split(",")}
 
 
 def on_files(files, config):
@@ -127,16 +198,23 @@ def on_files(files, config):
         "# Notebooks",
         "",
         "The notebooks are jupytext percent scripts in `notebooks/`; the test suite executes each "
-        "at a small size. Each page below shows the code and the text of one of them.",
+        "at a small size. Each page below shows the text and the code of one of them, with what "
+        "each cell printed and drew when the site was built.",
         "",
     ]
     for path in sorted((ROOT / "notebooks").glob("*.py")):
-        content = notebook_markdown(path)
+        outputs = None
+        if _executes(path.stem):
+            folder, outputs = execute_notebook(path)
+            for record in outputs:
+                for image in record["images"]:
+                    uri = f"notebooks/{path.stem}_files/{image}"
+                    files.append(File.generated(config, uri, abs_src_path=str(folder / image)))
+        content = notebook_markdown(path, outputs, images=f"{path.stem}_files")
         uri = f"notebooks/{path.stem}.md"
         files.append(File.generated(config, uri, content=content))
         index.append(f"- [{_title(content, path.stem)}]({path.stem}.md)")
     files.append(File.generated(config, "notebooks/index.md", content="\n".join(index) + "\n"))
-    files.append(File.generated(config, "benchmarks/results.md", content=results_markdown()))
     missing = undocumented_names()
     if missing:
         more = [

@@ -1,7 +1,15 @@
 """Strict test configuration (equinox-style): float64 by default, rank promotion raises,
-four host devices for the sharding tests. Float32 behaviour is tested with explicit dtypes."""
+four host devices for the sharding tests. Float32 behaviour is tested with explicit dtypes.
 
+Memory: a pytest-xdist worker runs many test files in one process, and every program JAX
+compiles stays cached (with its XLA executable) for the life of the process. After each test
+file the caches are cleared and matplotlib's figures closed, so a worker holds the programs of
+one file at a time; a file whose tests compile independent programs (``release_compiled``
+marker) clears them after every test."""
+
+import gc
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The suite compiles hundreds of small programs and runs each briefly: XLA's LLVM optimisation
@@ -12,6 +20,7 @@ os.environ["XLA_FLAGS"] = (
 ).strip()
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -21,3 +30,24 @@ jax.config.update("jax_num_cpu_devices", 4)
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one pytest-xdist worker per core, at most 4 (each worker holds its own JAX)."""
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def _release_memory():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.close("all")
+    jax.clear_caches()
+    gc.collect()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs_after_each_file():
+    yield
+    _release_memory()
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs_after_marked_tests(request):
+    yield
+    if request.node.get_closest_marker("release_compiled") is not None:
+        _release_memory()

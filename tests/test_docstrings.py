@@ -8,6 +8,9 @@ import pytest
 
 import attnflow
 
+# Each module's examples compile their own programs: release them after each test.
+pytestmark = pytest.mark.release_compiled
+
 MODULES = sorted(
     name
     for _, name, _ in pkgutil.walk_packages(attnflow.__path__, "attnflow.")

@@ -18,6 +18,9 @@ from attnflow import pretrained
 from attnflow.cli import main
 from attnflow.figures import fig1, fig1_flow
 
+# Every test reads the files of one command-line run of the figure (the `out` fixture).
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 
 

@@ -10,6 +10,9 @@ from scipy.integrate import quad
 
 from attnflow.cli import main
 
+# Every test reads the files of one command-line run of the figures (the `out` fixture).
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 
 

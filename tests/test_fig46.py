@@ -23,6 +23,9 @@ import attnflow as af
 from attnflow import plot
 from attnflow.cli import main
 
+# Every test reads the files of one command-line run of the figures (the `out` fixture).
+pytestmark = pytest.mark.slow
+
 NAMES = ("fig4", "fig6", "staircase", "movie")
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 NOTEBOOK_CHECKS = {

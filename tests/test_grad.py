@@ -121,6 +121,7 @@ def _pairing(grad, direction):
     return sum(float(jnp.vdot(grad[k], direction[k])) for k in grad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normalization", ["softmax", "n"])
 def test_gradients_match_central_finite_differences(normalization):
     params = _random_params(0)
@@ -180,6 +181,7 @@ def test_beta_derivative_of_orthogonal_inner_product_matches_scalar_ode(normaliz
     assert abs(fd) > 1e-3
 
 
+@pytest.mark.slow
 def test_hessian_in_beta_matches_finite_differences_of_the_gradient():
     phi = _phi("softmax", differentiable_twice=True)
     params = _random_params(7)
@@ -229,6 +231,7 @@ def test_backsolve_adjoint_is_selectable_and_close_to_exact_reverse_mode():
         np.testing.assert_allclose(approx[name], exact[name], rtol=1e-6, atol=1e-8, err_msg=name)
 
 
+@pytest.mark.slow
 def test_training_notebook_reduces_its_loss_tenfold(monkeypatch, tmp_path):
     notebook = pathlib.Path(__file__).parents[1] / "notebooks" / "train_transport.py"
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")

@@ -138,6 +138,7 @@ def test_float32():
     assert float(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max()) < 1e-5
 
 
+@pytest.mark.slow
 def test_notebook_runs_quick(monkeypatch):
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")
     path = pathlib.Path(__file__).parents[1] / "notebooks" / "homogenized.py"

@@ -97,6 +97,7 @@ def test_bad_input_raises(args, kwargs, match):
         af.measures.kde_mode_count(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_notebook_runs_quick(monkeypatch):
     import pathlib
     import runpy
