@@ -60,7 +60,7 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_beta, check_tokens, is_traced
+from ._check import check_beta, check_key, check_tokens, is_traced
 from ._fields._self_attention import SelfAttention
 from ._sphere import project_tangent, tangent, unit_rows
 
@@ -148,6 +148,7 @@ def solve_homogenized(
         >>> sol.ys.shape, bool(jnp.allclose(jnp.linalg.norm(sol.ys, axis=-1), 1.0))
         ((1, 4, 3), True)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     x0 = check_tokens(x0, "x0")
     beta = check_beta(beta)
     if regime not in HOMOGENIZED_REGIMES:
@@ -252,6 +253,7 @@ def homogenized_phase_diagram(
         ...                              realizations=8, dt=0.1).shape
         (2, 1)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     betas = jnp.atleast_1d(jnp.asarray(betas, dtype=dtype))
     ts = jnp.atleast_1d(jnp.asarray(ts, dtype=betas.dtype))
     if int(n) < 2:

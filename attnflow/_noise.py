@@ -12,7 +12,7 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_beta, check_tokens, is_traced
+from ._check import check_beta, check_key, check_tokens, is_traced
 from ._sphere import project_tangent, unit_rows
 
 # Stochastic Runge–Kutta solvers (SlowRK, SPaRK, ...) also need the Lévy area of each increment.
@@ -115,6 +115,7 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     x0 = check_tokens(x0, "x0")
     sigma = check_beta(sigma, name="sigma")
     if brownian not in ("tree", "fast"):
