@@ -315,6 +315,8 @@ def as_array(x, name: str, *, dtype=None):
 
 def check_real(x, name: str):
     """Complex values would lose their imaginary part silently: reject them."""
+    if isinstance(x, (str, bytes)) or x is None:
+        expected(name, "real numbers", x)
     if isinstance(x, (list, tuple)):
         kind = np.asarray(x).dtype
     else:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_beta, check_tokens, is_traced
+from ._check import check_beta, check_key, check_tokens, is_traced
 from ._integrators._sde import check_sde_options, solve_fixed_step_sde
 from ._sphere import project_tangent, unit_rows
 
@@ -107,6 +107,7 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     x0 = check_tokens(x0, "x0")
     sigma = check_beta(sigma, name="sigma")
     check_sde_options(dt, brownian)

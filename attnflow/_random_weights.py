@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import PRNGKeyArray
 
-from ._check import check_beta
+from ._check import check_beta, check_key
 from ._fields._piecewise import PiecewiseConstant
 from ._fields._stacked import StackedMultiHeadAttention
 
@@ -88,6 +88,7 @@ def random_multihead_attention(
         >>> bool((g.field.Q[0, 0] == jnp.eye(3)).all())
         True
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     L, H = int(num_layers), int(num_heads)
     if L < 1:
         raise ValueError(f"num_layers: expected a positive integer, got {num_layers}")

@@ -13,6 +13,7 @@ from jaxtyping import Array, Float
 
 from ._check import (
     MAX_STEPS_LIMIT,
+    check_bool,
     check_budget,
     check_finite_scalar,
     check_max_steps,
@@ -403,6 +404,8 @@ def solve(
         (3, 3)
     """
     x0 = check_tokens(x0, "x0")
+    throw = check_bool(throw, "throw")
+    differentiable_twice = check_bool(differentiable_twice, "differentiable_twice")
     dtype = jnp.result_type(x0)
     t0, t1 = check_finite_scalar(t0, "t0"), check_finite_scalar(t1, "t1")
     t1_value = None if is_traced(t1) else float(t1)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_shape_tokens, check_weights, is_traced
+from .._check import check_dict_keys, check_shape_tokens, check_weights, is_traced
 from .._sphere import project_tangent
 from ._kernel import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, attention, attention_matrix
 
@@ -45,6 +45,7 @@ class AbstractField(eqx.Module):
 
 def weights_from_args(args, n: int):
     """The measure weights a field reads from ``args``: None, a (n,) array, or {"weights": w}."""
+    check_dict_keys(args, "args", {"weights"})  # a misspelt key would mean uniform weights
     if isinstance(args, dict):
         args = args.get("weights")
     if args is None:

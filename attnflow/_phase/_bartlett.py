@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._check import check_key
 from .._sphere import unit_rows
 
 
@@ -28,6 +29,7 @@ def bartlett_tokens(
         >>> y.shape, bool(abs((y * y).sum(-1) - 1).max() < 1e-12)
         ((5, 5), True)
     """
+    key = check_key(key)  # an int seed or legacy key
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n < 1:

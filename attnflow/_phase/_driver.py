@@ -10,7 +10,7 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from .._check import check_positive_scalar
+from .._check import check_key, check_positive_scalar
 from .._ensembles import AttentionEnsemble
 from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
@@ -392,6 +392,7 @@ def phase_diagram(
         >>> P.shape, float(P[0, 0]), float(P[0, -1])
         ((2, 3), 0.0, 1.0)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     n = _positive_int(n, "n")
     if n < 2:
         raise ValueError(f"n: expected at least two tokens, got n = {n}")

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_tokens, check_weights
+from .._check import check_key, check_tokens, check_weights
 from .._energy import AbstractEnergy
 from .._sphere import _tangent_basis, tangent, tangent_basis, weingarten_term
 
@@ -220,6 +220,7 @@ def hessian_extreme_eigenvalues(
         >>> bool(jnp.allclose(jnp.array([lo, hi]), dense[jnp.array([0, -1])], rtol=1e-8))
         True
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     _check_energy(energy)
     x = check_tokens(x, "x")
     weights = check_weights(weights, x.shape[0])

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
-from .._check import MAX_GRID_POINTS, check_bool, check_budget, check_real
+from .._check import MAX_GRID_POINTS, check_bool, check_budget, check_int, check_real
 
 
 def _check(samples, beta, points_per_bandwidth, circular=False):
@@ -180,6 +180,7 @@ def kde_modes(
         [-1.0, 1.0]
     """
     samples, beta = _check(samples, beta, points_per_bandwidth, circular)
+    iterations = check_int(iterations, "iterations", low=1)
     derivative = _derivative_circle if circular else _derivative_line
     flat = samples.reshape(-1, samples.shape[-1])
     found = []

@@ -15,7 +15,7 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_shape_tokens, check_weights
+from .._check import check_key, check_shape_tokens, check_weights
 from .._sphere import unit_rows
 
 
@@ -99,6 +99,7 @@ def von_mises_fisher(
         >>> x.shape, bool(jnp.mean(x[:, 2]) > 0.95)
         ((1000, 3), True)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     mean = _unit_mean(mean)
     _check_kappa(kappa)
     if n < 1:
@@ -147,6 +148,7 @@ def von_mises_fisher_mixture(
         >>> x.shape
         (1000, 3)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     means = jnp.asarray(means)
     kappas = jnp.asarray(kappas)
     if means.ndim != 2 or means.shape[0] < 1:
@@ -235,6 +237,7 @@ def sliced_wasserstein(
         >>> 0.01 < float(af.measures.sliced_wasserstein(jr.key(1), x, y)) < 0.5
         True
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     check_shape_tokens(x, "x")
     check_shape_tokens(y, "y")
     if x.shape[1] != y.shape[1]:

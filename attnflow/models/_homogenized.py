@@ -85,7 +85,7 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_beta, check_tokens
+from .._check import check_beta, check_key, check_tokens
 from .._fields._self_attention import SelfAttention
 from .._fields._stacked import StackedMultiHeadAttention
 from .._integrators._sde import check_sde_options, solve_fixed_step_sde
@@ -209,6 +209,7 @@ def solve_homogenized_fixed_qk(
         >>> sol.ys.shape, bool(jnp.allclose(jnp.linalg.norm(sol.ys, axis=-1), 1.0))
         ((1, 4, 3), True)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     x0, beta, noisy = _check_common(x0, beta, key, regime, dt, brownian, value_mean)
     d, dtype = x0.shape[1], jnp.result_type(x0)
     attention = SelfAttention(beta, Q, K)
@@ -318,6 +319,7 @@ def solve_homogenized_random_qk(
         >>> sol.ys.shape, bool(jnp.allclose(jnp.linalg.norm(sol.ys, axis=-1), 1.0))
         ((1, 4, 3), True)
     """
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     x0, beta, noisy = _check_common(x0, beta, key, regime, dt, brownian, value_mean)
     n, d = x0.shape
     dtype = jnp.result_type(x0)
@@ -371,6 +373,7 @@ def homogenized_phase_diagram(
         ...                              realizations=8, dt=0.1).shape
         (2, 1)
     """
+    key = check_key(key)  # an int seed or legacy key
     betas = jnp.atleast_1d(jnp.asarray(betas, dtype=dtype))
     ts = jnp.atleast_1d(jnp.asarray(ts, dtype=betas.dtype))
     if int(n) < 2:

@@ -19,9 +19,9 @@ from .._check import check_positive_scalar
 from .._diagnostics import count_clusters, inner_product_histogram
 from .._energy import InteractionEnergy
 from .._layers import layers as _layers
+from .._solve import solve
 from ..measures._losses import squared_mmd
 from ..measures._mean_field import sliced_wasserstein
-from .._solve import solve
 from ._attention import attention_stack
 from ._load import HiddenStates
 
@@ -167,7 +167,8 @@ class FlowComparison(eqx.Module, strict=True):
         real: (layers, n, d) the model's normalised hidden states, padding dropped.
         simulated: (layers, n, d) the flow (or discrete layers) from ``real[0]``.
         agreement: (layers,) per-token agreement mean_i ⟨x_i^sim, x_i^real⟩.
-        mmd: (layers,) squared MMD with kernel e^{κ(⟨x, y⟩ − 1)} (:func:`attnflow.measures.squared_mmd`).
+        mmd: (layers,) squared MMD with kernel e^{κ(⟨x, y⟩ − 1)}
+            (:func:`attnflow.measures.squared_mmd`).
         sliced_wasserstein: (layers,) sliced W₂ (:func:`attnflow.measures.sliced_wasserstein`).
         identity_agreement, identity_mmd, identity_sliced_wasserstein: (layers,) the same for
             the baseline that keeps the embeddings unchanged; a simulation that does not beat
@@ -191,7 +192,8 @@ class FlowComparison(eqx.Module, strict=True):
 def layer_distances(key, sim, real, kappa: float = 1.0, num_projections: int = 256):
     """Per layer (agreement, MMD², sliced W₂) between unit tokens ``sim`` and ``real``, both
     (layers, n, d): mean_i ⟨y_i, x_i⟩, :func:`attnflow.measures.squared_mmd` with κ and
-    :func:`attnflow.measures.sliced_wasserstein` with ``num_projections`` directions drawn from ``key``.
+    :func:`attnflow.measures.sliced_wasserstein` with ``num_projections`` directions drawn from
+    ``key``.
 
     Example:
         >>> import jax.random as jr, attnflow as af
