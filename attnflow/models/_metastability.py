@@ -72,105 +72,69 @@ def _levels(labels):
     return jnp.sum(masses**2), jnp.sum(masses > 0)
 
 
-@functools.partial(jax.jit, static_argnames=("max_steps", "softmax"))
-def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
-    n = theta0.shape[0]
-    dtype = theta0.dtype
-    log_beta = jnp.log(beta)
-    field = functools.partial(_direction, beta=beta, log_beta=log_beta, softmax=softmax)
-    rows = max_steps + n + 1
+def _record(c, index, beta):
+    """Write the current state of carry ``c`` into row ``index`` of its paths."""
+    level, count = _levels(c["labels"])
+    level = level.astype(c["theta"].dtype)
+    return {
+        **c,
+        "s_path": c["s_path"].at[index].set(c["s"]),
+        "theta_path": c["theta_path"].at[index].set(c["theta"]),
+        "energy_path": c["energy_path"].at[index].set(_energy(c["theta"], beta)),
+        "level_path": c["level_path"].at[index].set(level),
+        "count_path": c["count_path"].at[index].set(count),
+        "rows": index + 1,
+    }
 
-    def record(c, index):
-        level, count = _levels(c["labels"])
-        level = level.astype(dtype)
-        return {
-            **c,
-            "s_path": c["s_path"].at[index].set(c["s"]),
-            "theta_path": c["theta_path"].at[index].set(c["theta"]),
-            "energy_path": c["energy_path"].at[index].set(_energy(c["theta"], beta)),
-            "level_path": c["level_path"].at[index].set(level),
-            "count_path": c["count_path"].at[index].set(count),
-            "rows": index + 1,
-        }
 
-    def mergeable(theta, previous, labels):
-        diff = theta[:, None] - theta[None, :]
-        close = beta * _half_gap(diff) <= merge_tol
-        # A pair whose (small) signed gap changed sign over the last step collided inside it: the
-        # flow cannot cross, only a loose error estimate can step over the collision.
-        before = jnp.sin(previous[:, None] - previous[None, :])
-        after = jnp.sin(diff)
-        near = (jnp.cos(diff) > 0) & (jnp.cos(previous[:, None] - previous[None, :]) > 0)
-        crossed = near & (before * after < 0)
-        close = (close | crossed) & (labels[:, None] != labels[None, :])
-        flat = jnp.argmax(close.reshape(-1))
-        return jnp.any(close), flat // n, flat % n
+def _mergeable(theta, previous, labels, beta, merge_tol):
+    n = theta.shape[0]
+    diff = theta[:, None] - theta[None, :]
+    close = beta * _half_gap(diff) <= merge_tol
+    # A pair whose (small) signed gap changed sign over the last step collided inside it: the
+    # flow cannot cross, only a loose error estimate can step over the collision.
+    before = jnp.sin(previous[:, None] - previous[None, :])
+    after = jnp.sin(diff)
+    near = (jnp.cos(diff) > 0) & (jnp.cos(previous[:, None] - previous[None, :]) > 0)
+    crossed = near & (before * after < 0)
+    close = (close | crossed) & (labels[:, None] != labels[None, :])
+    flat = jnp.argmax(close.reshape(-1))
+    return jnp.any(close), flat // n, flat % n
 
-    def merge(c):
-        _, i, j = mergeable(c["theta"], c["previous"], c["labels"])
-        a, b = c["labels"][i], c["labels"][j]
-        in_a, in_b = c["labels"] == a, c["labels"] == b
-        m_a, m_b = jnp.sum(in_a).astype(dtype), jnp.sum(in_b).astype(dtype)
-        gap = jnp.angle(jnp.exp(1j * (c["theta"][j] - c["theta"][i])))
-        centre = c["theta"][i] + m_b / (m_a + m_b) * gap
-        theta = jnp.where(in_a | in_b, centre, c["theta"])
-        labels = jnp.where(in_b, a, c["labels"])
-        k = c["merges"]
-        before = _energy(c["theta"], beta)
-        log = {
-            "merge_s": c["merge_s"].at[k].set(c["s"]),
-            "merge_masses": c["merge_masses"].at[k].set(jnp.stack([m_a, m_b]) / n),
-            "merge_tokens": c["merge_tokens"].at[k].set(jnp.stack([a, b])),
-            "merge_energy": c["merge_energy"].at[k].set(jnp.stack([before, _energy(theta, beta)])),
-        }
-        c = {**c, **log, "theta": theta, "previous": theta, "labels": labels, "merges": k + 1}
-        return record(c, c["rows"])
 
-    def step(c):
-        theta, labels = c["theta"], c["labels"]
-        h = jnp.minimum(c["h"], s_max - c["s"])
-        new, k_new, error = dopri5_step(lambda y: field(y, labels), theta, c["k1"], h)
-        ratio = error_norm(error, theta, new, rtol, atol)
-        # A growth of at most 5 per step and no cap after a rejection: the rule the default
-        # tolerances (and the merge placement they give) were chosen with.
-        factor = step_factor(ratio, max_factor=5.0)
-        c = {**c, "h": h * factor, "steps": c["steps"] + 1}
+def _merge(c, beta, merge_tol):
+    """Merge the first mergeable pair of clusters at their centre of mass and log the merge."""
+    n, dtype = c["theta"].shape[0], c["theta"].dtype
+    _, i, j = _mergeable(c["theta"], c["previous"], c["labels"], beta, merge_tol)
+    a, b = c["labels"][i], c["labels"][j]
+    in_a, in_b = c["labels"] == a, c["labels"] == b
+    m_a, m_b = jnp.sum(in_a).astype(dtype), jnp.sum(in_b).astype(dtype)
+    gap = jnp.angle(jnp.exp(1j * (c["theta"][j] - c["theta"][i])))
+    centre = c["theta"][i] + m_b / (m_a + m_b) * gap
+    theta = jnp.where(in_a | in_b, centre, c["theta"])
+    labels = jnp.where(in_b, a, c["labels"])
+    k = c["merges"]
+    before = _energy(c["theta"], beta)
+    log = {
+        "merge_s": c["merge_s"].at[k].set(c["s"]),
+        "merge_masses": c["merge_masses"].at[k].set(jnp.stack([m_a, m_b]) / n),
+        "merge_tokens": c["merge_tokens"].at[k].set(jnp.stack([a, b])),
+        "merge_energy": c["merge_energy"].at[k].set(jnp.stack([before, _energy(theta, beta)])),
+    }
+    c = {**c, **log, "theta": theta, "previous": theta, "labels": labels, "merges": k + 1}
+    return _record(c, c["rows"], beta)
 
-        def accepted(c):
-            c = {**c, "theta": new, "previous": theta, "s": c["s"] + h, "k1": k_new}
-            return record(c, c["rows"])
 
-        return jax.lax.cond(ratio <= 1, accepted, lambda c: c, c)
-
-    def body(c):
-        can_merge, _, _ = mergeable(c["theta"], c["previous"], c["labels"])
-        c = jax.lax.cond(can_merge, merge, step, c)
-        k1 = jax.lax.cond(can_merge, lambda: field(c["theta"], c["labels"]), lambda: c["k1"])
-        return {**c, "k1": k1}
-
-    def cond(c):
-        _, count = _levels(c["labels"])
-        # A zero direction is a critical point only if no merge is pending: in float32 a step can
-        # land two clusters on the same angle, where the direction vanishes until they merge.
-        can_merge, _, _ = mergeable(c["theta"], c["previous"], c["labels"])
-        stalled = jnp.all(c["k1"] == 0) & ~can_merge
-        return (
-            (count > 1)
-            & (c["s"] < s_max)
-            & (c["steps"] < max_steps)
-            & ~stalled
-            & (c["rows"] < rows - 1)
-        )
-
-    labels0 = jnp.arange(n)
+def _initial_carry(theta0, k1, rows):
+    n, dtype = theta0.shape[0], theta0.dtype
     zeros = jnp.zeros((rows,), dtype)
-    c = {
+    return {
         "theta": theta0,
         "previous": theta0,
-        "labels": labels0,
+        "labels": jnp.arange(n),
         "s": jnp.zeros((), dtype),
         "h": jnp.asarray(1e-3, dtype),
-        "k1": field(theta0, labels0),
+        "k1": k1,
         "steps": jnp.zeros((), int),
         "rows": jnp.zeros((), int),
         "merges": jnp.zeros((), int),
@@ -184,7 +148,56 @@ def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
         "merge_tokens": jnp.zeros((n, 2), int),
         "merge_energy": jnp.zeros((n, 2), dtype),
     }
-    c = record(c, 0)
+
+
+@functools.partial(jax.jit, static_argnames=("max_steps", "softmax"))
+def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
+    n = theta0.shape[0]
+    log_beta = jnp.log(beta)
+    field = functools.partial(_direction, beta=beta, log_beta=log_beta, softmax=softmax)
+    rows = max_steps + n + 1
+
+    def mergeable(c):
+        return _mergeable(c["theta"], c["previous"], c["labels"], beta, merge_tol)[0]
+
+    def step(c):
+        theta, labels = c["theta"], c["labels"]
+        h = jnp.minimum(c["h"], s_max - c["s"])
+        new, k_new, error = dopri5_step(lambda y: field(y, labels), theta, c["k1"], h)
+        ratio = error_norm(error, theta, new, rtol, atol)
+        # A growth of at most 5 per step and no cap after a rejection: the rule the default
+        # tolerances (and the merge placement they give) were chosen with.
+        factor = step_factor(ratio, max_factor=5.0)
+        c = {**c, "h": h * factor, "steps": c["steps"] + 1}
+
+        def accepted(c):
+            c = {**c, "theta": new, "previous": theta, "s": c["s"] + h, "k1": k_new}
+            return _record(c, c["rows"], beta)
+
+        return jax.lax.cond(ratio <= 1, accepted, lambda c: c, c)
+
+    def body(c):
+        can_merge = mergeable(c)
+        c = jax.lax.cond(can_merge, lambda c: _merge(c, beta, merge_tol), step, c)
+        k1 = jax.lax.cond(can_merge, lambda: field(c["theta"], c["labels"]), lambda: c["k1"])
+        return {**c, "k1": k1}
+
+    def cond(c):
+        _, count = _levels(c["labels"])
+        # A zero direction is a critical point only if no merge is pending: in float32 a step can
+        # land two clusters on the same angle, where the direction vanishes until they merge.
+        can_merge = mergeable(c)
+        stalled = jnp.all(c["k1"] == 0) & ~can_merge
+        return (
+            (count > 1)
+            & (c["s"] < s_max)
+            & (c["steps"] < max_steps)
+            & ~stalled
+            & (c["rows"] < rows - 1)
+        )
+
+    c = _initial_carry(theta0, field(theta0, jnp.arange(n)), rows)
+    c = _record(c, 0, beta)
     return jax.lax.while_loop(cond, body, c)
 
 
