@@ -25,6 +25,35 @@ def _projector(y, scale):
     return apply
 
 
+def _check_sde_arguments(field, x0, sigma, key, form, dt, brownian):
+    """Validate solve_sde's arguments; returns the checked key, x0 and sigma."""
+    key = None if key is None else check_key(key)  # an int seed or legacy key
+    x0 = check_tokens(x0, "x0")
+    sigma = check_beta(sigma, name="sigma")
+    check_sde_options(dt, brownian)
+    if form not in ("stratonovich", "ito"):
+        raise ValueError(f"form: expected 'stratonovich' or 'ito', got {form!r}")
+    if field is not None and not callable(field):
+        raise ValueError(f"field: expected a vector field or None, got {type(field).__name__}")
+    return key, x0, sigma
+
+
+def _check_state_kept(sol):
+    # The raw state overflows (or underflows to 0) when dt is far too large for σ: a step
+    # multiplies |y_i| by about 1 + O(σ dt). Checked once on the saved values, not per step.
+    ok = sol.result == diffrax.RESULTS.successful
+    lost = ok & ~jnp.all(jnp.isfinite(unit_rows(sol.ys)))
+    message = (
+        "solve_sde: the solver's state overflowed or collapsed to 0 (|y_i| changes by a "
+        "factor of about 1 + σ·dt per step): dt is too large for sigma; lower dt"
+    )
+    if is_traced(lost):
+        sol = eqx.error_if(sol, lost, message)
+    elif bool(lost):
+        raise eqx.EquinoxRuntimeError(message)
+    return sol
+
+
 def solve_sde(
     field: Callable | None,
     x0: Float[Array, "n d"],
@@ -107,14 +136,7 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
-    x0 = check_tokens(x0, "x0")
-    sigma = check_beta(sigma, name="sigma")
-    check_sde_options(dt, brownian)
-    if form not in ("stratonovich", "ito"):
-        raise ValueError(f"form: expected 'stratonovich' or 'ito', got {form!r}")
-    if field is not None and not callable(field):
-        raise ValueError(f"field: expected a vector field or None, got {type(field).__name__}")
+    key, x0, sigma = _check_sde_arguments(field, x0, sigma, key, form, dt, brownian)
     n, d = x0.shape
     dtype = jnp.result_type(x0)
     if solver is None:
@@ -156,18 +178,7 @@ def solve_sde(
         save_fn=(lambda t, y, args: unit_rows(y)) if normalize and not backsolve else None,
     )
     if throw:
-        # The raw state overflows (or underflows to 0) when dt is far too large for σ: a step
-        # multiplies |y_i| by about 1 + O(σ dt). Checked once on the saved values, not per step.
-        ok = sol.result == diffrax.RESULTS.successful
-        lost = ok & ~jnp.all(jnp.isfinite(unit_rows(sol.ys)))
-        message = (
-            "solve_sde: the solver's state overflowed or collapsed to 0 (|y_i| changes by a "
-            "factor of about 1 + σ·dt per step): dt is too large for sigma; lower dt"
-        )
-        if is_traced(lost):
-            sol = eqx.error_if(sol, lost, message)
-        elif bool(lost):
-            raise eqx.EquinoxRuntimeError(message)
+        sol = _check_state_kept(sol)
     if normalize and backsolve:
         sol = eqx.tree_at(lambda s: s.ys, sol, unit_rows(sol.ys))
     return sol

@@ -268,6 +268,35 @@ def _check_solution(sol, field, t0, x0, args, max_steps, t1_value):
     return eqx.branched_error_if(sol, failed, index, messages)
 
 
+def _check_solve_arguments(t0, t1, rtol, atol, max_steps, dt0, dtype):
+    """Validate solve's times, tolerances and step options; returns them in the tokens' dtype
+    (tolerances floored for float32) with the static value of t1 (None when traced)."""
+    t0, t1 = check_finite_scalar(t0, "t0"), check_finite_scalar(t1, "t1")
+    t1_value = None if is_traced(t1) else float(t1)
+    rtol = check_positive_scalar(rtol, "rtol", what="tolerance")
+    atol = check_positive_scalar(atol, "atol", what="tolerance")
+    if max_steps == "auto":
+        max_steps = auto_max_steps(t0, t1)
+    max_steps = check_max_steps(max_steps)
+    rtol, atol = floor_tolerances(rtol, atol, dtype)
+    # As arrays the tolerances are traced, not static: another tolerance reuses the compiled solve.
+    rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
+    # diffrax promotes y to the time dtype: keep times in the tokens' precision.
+    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    if dt0 is not None:
+        dt0 = _check_dt0(dt0, t0, t1)
+        dt0 = jnp.asarray(dt0, dtype)
+    return t0, t1, t1_value, rtol, atol, max_steps, dt0
+
+
+def _check_event(event):
+    if event is not None and not isinstance(event, diffrax.Event):
+        raise TypeError(
+            f"event: expected a diffrax.Event (e.g. attnflow.clustered_event(delta)), "
+            f"got {type(event).__name__}"
+        )
+
+
 def solve(
     field: Callable,
     x0: Float[Array, "n d"],
@@ -407,21 +436,9 @@ def solve(
     throw = check_bool(throw, "throw")
     differentiable_twice = check_bool(differentiable_twice, "differentiable_twice")
     dtype = jnp.result_type(x0)
-    t0, t1 = check_finite_scalar(t0, "t0"), check_finite_scalar(t1, "t1")
-    t1_value = None if is_traced(t1) else float(t1)
-    rtol = check_positive_scalar(rtol, "rtol", what="tolerance")
-    atol = check_positive_scalar(atol, "atol", what="tolerance")
-    if max_steps == "auto":
-        max_steps = auto_max_steps(t0, t1)
-    max_steps = check_max_steps(max_steps)
-    rtol, atol = floor_tolerances(rtol, atol, dtype)
-    # As arrays the tolerances are traced, not static: another tolerance reuses the compiled solve.
-    rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
-    # diffrax promotes y to the time dtype: keep times in the tokens' precision.
-    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    if dt0 is not None:
-        dt0 = _check_dt0(dt0, t0, t1)
-        dt0 = jnp.asarray(dt0, dtype)
+    t0, t1, t1_value, rtol, atol, max_steps, dt0 = _check_solve_arguments(
+        t0, t1, rtol, atol, max_steps, dt0, dtype
+    )
     if solver is None:
         # The default scan over Runge-Kutta stages has a custom VJP that forward mode cannot enter.
         solver = diffrax.Tsit5(scan_kind="bounded") if differentiable_twice else diffrax.Tsit5()
@@ -445,11 +462,7 @@ def solve(
     else:
         ts = check_save_times(jnp.asarray(ts, dtype=dtype), t0, t1)
         saveat = diffrax.SaveAt(ts=ts, **save_fn)
-    if event is not None and not isinstance(event, diffrax.Event):
-        raise TypeError(
-            f"event: expected a diffrax.Event (e.g. attnflow.clustered_event(delta)), "
-            f"got {type(event).__name__}"
-        )
+    _check_event(event)
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
     if progress_meter is not None:
         kwargs["progress_meter"] = progress_meter
