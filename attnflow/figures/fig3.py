@@ -175,6 +175,22 @@ def plot_panels(data: dict, params: dict):
 
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Compute, plot and write ``fig3.{png,npz,json}``."""
+    return make_timed(
+        "fig3",
+        compute,
+        plot_panels,
+        params,
+        out,
+        seed,
+        lambda data: [str(int(d)) for d in data["d"]],
+    )
+
+
+def make_timed(stem, compute, plot_panels, params, out, seed, panel_keys):
+    """Compute and plot a figure, timing both, and write ``<stem>.{png,npz,json}``.
+
+    ``panel_keys(data)`` names the panels whose compute times are ``data["seconds"]``.
+    """
     from attnflow.figures._output import write_outputs
 
     use_all_cores()
@@ -185,6 +201,6 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     timings = {
         "compute": computed - start,
         "plot": time.perf_counter() - computed,
-        "panels": {str(int(d)): float(s) for d, s in zip(data["d"], data["seconds"], strict=True)},
+        "panels": dict(zip(panel_keys(data), map(float, data["seconds"]), strict=True)),
     }
-    return write_outputs(out, "fig3", fig, data, {**params, "seed": seed}, timings)
+    return write_outputs(out, stem, fig, data, {**params, "seed": seed}, timings)

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from attnflow.figures.fig3 import grids, use_all_cores
+from attnflow.figures.fig3 import grids, make_timed
 
 PRESETS = {
     "quick": {
@@ -151,16 +151,6 @@ def plot_panels(data: dict, params: dict):
 
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Compute, plot and write ``fig5.{png,npz,json}``."""
-    from attnflow.figures._output import write_outputs
-
-    use_all_cores()
-    start = time.perf_counter()
-    data = compute(params, seed)
-    computed = time.perf_counter()
-    fig = plot_panels(data, params)
-    timings = {
-        "compute": computed - start,
-        "plot": time.perf_counter() - computed,
-        "panels": dict(zip(params["panels"], map(float, data["seconds"]), strict=True)),
-    }
-    return write_outputs(out, "fig5", fig, data, {**params, "seed": seed}, timings)
+    return make_timed(
+        "fig5", compute, plot_panels, params, out, seed, lambda data: params["panels"]
+    )

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from attnflow.figures.fig3 import curve, grids, use_all_cores
+from attnflow.figures.fig3 import curve, grids, make_timed
 
 PRESETS = {
     "quick": {
@@ -170,16 +170,6 @@ def plot_panels(data: dict, params: dict):
 
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Compute, plot and write ``phase-families.{png,npz,json}``."""
-    from attnflow.figures._output import write_outputs
-
-    use_all_cores()
-    start = time.perf_counter()
-    data = compute(params, seed)
-    computed = time.perf_counter()
-    fig = plot_panels(data, params)
-    timings = {
-        "compute": computed - start,
-        "plot": time.perf_counter() - computed,
-        "panels": dict(zip(PANELS, map(float, data["seconds"]), strict=True)),
-    }
-    return write_outputs(out, "phase-families", fig, data, {**params, "seed": seed}, timings)
+    return make_timed(
+        "phase-families", compute, plot_panels, params, out, seed, lambda data: PANELS
+    )
