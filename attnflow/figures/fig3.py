@@ -142,35 +142,46 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
     }
 
 
-def plot_panels(data: dict, params: dict):
-    """The grid of heatmaps with Γ_∞,δ; returns the figure."""
+def heatmap_grid(data: dict, titles, *, cols: int, width: float, suptitle: str, curve=None):
+    """One ``phase_diagram_heatmap`` per entry of ``data["P"]`` on a grid of ``cols`` columns,
+    panel ``i`` titled ``({letter}) titles[i]``, colour bars on the last column; returns the
+    figure."""
     from attnflow import plot
     from attnflow.plot._common import plt
 
-    k = len(data["d"])
-    cols = min(3, k)
+    k = len(titles)
+    cols = min(cols, k)
     rows = -(-k // cols)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False, constrained_layout=True
+        rows, cols, figsize=(width * cols, 3.4 * rows), squeeze=False, constrained_layout=True
     )
-    for i, d in enumerate(data["d"]):
-        ax = axes.flat[i]
+    for i, title in enumerate(titles):
         plot.phase_diagram_heatmap(
             data["P"][i],
             data["beta"],
             data["t"],
-            curve=(data["curve_t"], data["curve_beta"]),
-            ax=ax,
-            title=f"({string.ascii_lowercase[i]}) d = {int(d)}",
+            curve=curve,
+            ax=axes.flat[i],
+            title=f"({string.ascii_lowercase[i]}) {title}",
             colorbar=(i % cols == cols - 1) or i == k - 1,
         )
     for ax in axes.flat[k:]:
         ax.set_visible(False)
-    fig.suptitle(
-        f"Fig. 3 (SA): n = {params['n']}, δ = {params['delta']:g}, "
-        f"{params['realizations']} realisations; black: exact Γ∞,δ"
-    )
+    fig.suptitle(suptitle)
     return fig
+
+
+def plot_panels(data: dict, params: dict):
+    """The grid of heatmaps with Γ_∞,δ; returns the figure."""
+    return heatmap_grid(
+        data,
+        [f"d = {int(d)}" for d in data["d"]],
+        cols=3,
+        width=4.4,
+        curve=(data["curve_t"], data["curve_beta"]),
+        suptitle=f"Fig. 3 (SA): n = {params['n']}, δ = {params['delta']:g}, "
+        f"{params['realizations']} realisations; black: exact Γ∞,δ",
+    )
 
 
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:

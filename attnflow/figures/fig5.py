@@ -18,12 +18,11 @@ reference on that sample); ``default`` is a coarse laptop version (float64, abou
 """
 
 import pathlib
-import string
 import time
 
 import numpy as np
 
-from attnflow.figures.fig3 import grids, make_timed
+from attnflow.figures.fig3 import grids, heatmap_grid, make_timed
 
 PRESETS = {
     "quick": {
@@ -122,31 +121,14 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
 
 def plot_panels(data: dict, params: dict):
     """A 2 × 2 grid of heatmaps; returns the figure."""
-    from attnflow import plot
-    from attnflow.plot._common import plt
-
-    k = len(params["panels"])
-    cols = min(2, k)
-    rows = -(-k // cols)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False, constrained_layout=True
+    return heatmap_grid(
+        data,
+        [CAPTIONS[name] for name in params["panels"]],
+        cols=2,
+        width=4.6,
+        suptitle=f"Fig. 5: (SA) with random Q, K, V, d = {params['d']}, n = {params['n']}, "
+        f"{params['realizations']} realisations",
     )
-    for i, name in enumerate(params["panels"]):
-        plot.phase_diagram_heatmap(
-            data["P"][i],
-            data["beta"],
-            data["t"],
-            ax=axes.flat[i],
-            title=f"({string.ascii_lowercase[i]}) {CAPTIONS[name]}",
-            colorbar=(i % cols == cols - 1) or i == k - 1,
-        )
-    for ax in axes.flat[k:]:
-        ax.set_visible(False)
-    fig.suptitle(
-        f"Fig. 5: (SA) with random Q, K, V, d = {params['d']}, n = {params['n']}, "
-        f"{params['realizations']} realisations"
-    )
-    return fig
 
 
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
