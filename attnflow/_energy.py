@@ -19,6 +19,16 @@ from ._check import (
 )
 
 
+def check_form(A, user):
+    """None, or ``A`` checked as a real symmetric (d, d) bilinear form for ``user``."""
+    if A is None:
+        return None
+    check_real(A, "A")
+    check_matrix(A, "A", "(d, d)")
+    check_symmetric(A, "A", f"{user} needs a symmetric bilinear form")
+    return jnp.asarray(A)
+
+
 def check_energy_input(x, name: str = "x"):
     """Tokens of one system, shape (n, d) (a (T, n, d) trajectory is diagnosed as such): finite
     when concrete. Energies and metrics are evaluated on the Euclidean extension (autodiff and
@@ -87,12 +97,7 @@ class InteractionEnergy(AbstractEnergy):
 
     def __init__(self, beta, A=None):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
-        if A is not None:
-            check_real(A, "A")
-            check_matrix(A, "A", "(d, d)")
-            check_symmetric(A, "A", "the interaction energy needs a symmetric bilinear form")
-            A = jnp.asarray(A)
-        self.A = A
+        self.A = check_form(A, "the interaction energy")
 
     def _similarity(self, x):
         if self.A is None:

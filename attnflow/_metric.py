@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_matrix, check_real, check_symmetric, check_weights, expected
-from ._energy import AbstractEnergy, check_energy_input, default_weights
+from ._check import check_beta, check_weights, expected
+from ._energy import AbstractEnergy, check_energy_input, check_form, default_weights
 from ._sphere import project_tangent
 
 
@@ -78,12 +78,7 @@ class AttentionMetric(AbstractMetric):
 
     def __init__(self, beta, A=None):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
-        if A is not None:
-            check_real(A, "A")
-            check_matrix(A, "A", "(d, d)")
-            check_symmetric(A, "A", "the attention metric needs a symmetric bilinear form")
-            A = jnp.asarray(A)
-        self.A = A
+        self.A = check_form(A, "the attention metric")
 
     def scaled_factors(self, x, weights, log_shift):
         x = check_energy_input(x)
