@@ -68,7 +68,6 @@ def _default_tolerance(logits):
     return 10 * eps * jnp.maximum(10.0, jnp.max(jnp.abs(logits)))
 
 
-@functools.partial(jax.jit, static_argnames=("iterations", "tolerance"))
 def _sinkhorn_or_newton(logits, log_w, u, v):
     """One Sinkhorn sweep and one Newton step on the row sums from (u, v): the better of the two
     by the row error, as (u, v, error)."""
@@ -92,6 +91,7 @@ def _sinkhorn_or_newton(logits, log_w, u, v):
     )
 
 
+@functools.partial(jax.jit, static_argnames=("iterations", "tolerance"))
 def sinkhorn_potentials(
     logits: Float[Array, "n n"],
     log_weights: Float[Array, " n"],
