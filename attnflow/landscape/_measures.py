@@ -186,7 +186,8 @@ def measure_stationarity(D, points, weights=None, *, maximize: bool = False):
 
 
 class MeasureOptimum(eqx.Module):
-    """The result of :func:`minimize_measure_energy` / :func:`maximize_measure_energy`.
+    """The result of :func:`attnflow.landscape.minimize_measure_energy` /
+    :func:`attnflow.landscape.maximize_measure_energy`.
 
     Attributes:
         points: (N, d) support candidates (moved when ``move_particles``).
@@ -583,7 +584,8 @@ def minimize_measure_energy(
             after each merge.
 
     Returns:
-        a :class:`MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its atoms with
+        a :class:`attnflow.landscape.MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its
+        atoms with
         attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
 
     Example:
@@ -630,7 +632,8 @@ def maximize_measure_energy(
     after every accepted step (η → ∞ is the Frank–Wolfe vertex step). The search is local: it
     converges to a stationary measure reached from the initial weights; compare several starts
     for a global extremiser (in float32, rounding can unbalance an antipodal pair on the way).
-    :func:`minimize_measure_energy` also tries a mirror Newton step on the weights (truncated
+    :func:`attnflow.landscape.minimize_measure_energy` also tries a mirror Newton step on the
+    weights (truncated
     conjugate gradients on the quadratic model in δw = √w ∘ u), accepted only if it lowers E.
 
     With ``move_particles`` every weight step is followed by a Wasserstein gradient step on the
@@ -651,7 +654,8 @@ def maximize_measure_energy(
             after each merge.
 
     Returns:
-        a :class:`MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its atoms with
+        a :class:`attnflow.landscape.MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its
+        atoms with
         attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
 
     Example:
