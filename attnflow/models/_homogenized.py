@@ -233,6 +233,10 @@ def solve_homogenized_fixed_qk(
 
 
 solve_homogenized = solve_homogenized_fixed_qk
+"""The homogenised limit (H) of deep random attention with Q, K held fixed and random values:
+the same function as :func:`solve_homogenized_fixed_qk` (arXiv:2604.01978; derivation in
+:mod:`attnflow.models._homogenized`). For Q, K resampled too: :func:`solve_homogenized_random_qk`.
+"""
 
 
 def random_qk_nodes(
