@@ -100,7 +100,7 @@ def kde_mode_count(
     of ``points_per_bandwidth`` points per β^{-1/2} covering [min X, max X] (no critical point
     lies outside) or the whole circle; every + → − sign change brackets exactly one mode.
     Modes closer than the grid spacing to an antimode (a near-degenerate pair) can be missed;
-    :func:`kde_modes` refines the brackets to the modes themselves.
+    :func:`attnflow.measures.kde_modes` refines the brackets to the modes themselves.
 
     Args:
         samples: (..., n) samples (angles when ``circular``); batch dimensions are vectorised.
@@ -158,7 +158,7 @@ def kde_modes(
     points_per_bandwidth: int = 16,
     iterations: int = 60,
 ) -> list[Float[np.ndarray, " modes"]]:
-    """The modes of the estimator of :func:`kde_mode_count`, refined by bisection of f' inside
+    """The modes of the estimator of :func:`attnflow.measures.kde_mode_count`, refined by bisection of f' inside
     each bracket (``iterations`` halvings). Returns one sorted array of mode locations per sample
     set (a list over the flattened batch); on the circle, angles in [0, 2π).
 
@@ -192,7 +192,7 @@ def kde_band_fraction(
     points_per_bandwidth: int = 16,
 ) -> Float[np.ndarray, "*batch"]:
     """The fraction of the modes t of the Gaussian kernel density estimator of
-    :func:`kde_mode_count` (on the line) that lie in the band
+    :func:`attnflow.measures.kde_mode_count` (on the line) that lie in the band
 
         2 log n − 3 log β ≤ t² ≤ 2 log n − log β,
 
@@ -205,7 +205,7 @@ def kde_band_fraction(
     Args:
         samples: (..., n) samples; batch dimensions are vectorised.
         beta: β > 0 (bandwidth β^{-1/2}).
-        points_per_bandwidth: as in :func:`kde_mode_count`.
+        points_per_bandwidth: as in :func:`attnflow.measures.kde_mode_count`.
 
     Returns:
         Float array of shape ``samples.shape[:-1]`` (nan for a set without modes).
