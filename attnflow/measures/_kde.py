@@ -158,7 +158,8 @@ def kde_modes(
     points_per_bandwidth: int = 16,
     iterations: int = 60,
 ) -> list[Float[np.ndarray, " modes"]]:
-    """The modes of the estimator of :func:`attnflow.measures.kde_mode_count`, refined by bisection of f' inside
+    """The modes of the estimator of :func:`attnflow.measures.kde_mode_count`, refined by
+    bisection of f' inside
     each bracket (``iterations`` halvings). Returns one sorted array of mode locations per sample
     set (a list over the flattened batch); on the circle, angles in [0, 2π).
 

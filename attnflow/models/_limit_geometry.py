@@ -32,7 +32,8 @@ modulus is real, positive and semisimple (F = ker(V − λI), G = range(V − λ
 eigenvalue has modulus < λ; an eigenvalue −λ or λe^{iθ} excludes paranormality, and so does a
 Jordan block at λ. The conclusion is the limit set (∂K ∪ {0}) × G: the F-component of z (in
 the decomposition F ⊕ G) converges to 0 or to ∂K of a polytope K ⊂ F, the G-component is free.
-Here F and G are the attributes ``C`` and ``H`` of :class:`attnflow.models.ValueSpectrum`. The authors' example
+Here F and G are the attributes ``C`` and ``H`` of :class:`attnflow.models.ValueSpectrum`.
+The authors' example
 is V = diag(1, −0.5): F = span e_1, λ = 1, G = span e_2.
 
 **V = −I (derived here): the collapse is algebraic.** With Q = K = I, for small tokens
@@ -218,7 +219,8 @@ def _levels(values: np.ndarray, tol: float):
 
 
 class LimitGeometry(eqx.Module):
-    """The result of :func:`attnflow.models.limit_geometry` (distances are relative to the diameter of z).
+    """The result of :func:`attnflow.models.limit_geometry` (distances are relative to the
+    diameter of z).
 
     Attributes:
         spectrum: the :class:`attnflow.models.ValueSpectrum` of V.

@@ -39,7 +39,8 @@ def _check_beta_d(beta, d, normalization):
 
 
 def _log_growth_rates(beta, d, normalization, max_degree):
-    """log λ_ℓ for ℓ = 1, …, max_degree (see :func:`attnflow.theory.metastable_growth_rates`), overflow-free."""
+    """log λ_ℓ for ℓ = 1, …, max_degree (see :func:`attnflow.theory.metastable_growth_rates`),
+    overflow-free."""
     ell = np.arange(1, max_degree + 1, dtype=float)
     nu = d / 2 - 1
     # log I_ν(β) = log ive(ν, β) + β; ive underflows to 0 only far past the maximum.
