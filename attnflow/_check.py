@@ -5,6 +5,8 @@ sign of β) raise ``ValueError`` immediately for concrete arrays and go through
 ``equinox.error_if`` for traced ones, so they also fire under ``jit``, ``vmap`` and ``grad``.
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -15,6 +17,15 @@ def is_traced(value) -> bool:
     return isinstance(value, jax.core.Tracer)
 
 
+def _dtype(x):
+    """The dtype of an array (fast path) or of anything jnp.result_type understands."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    return jnp.result_type(x)
+
+
+@functools.cache
 def unit_norm_tolerance(dtype) -> float:
     """Accepted deviation of ||x_i|| from 1: sqrt(machine epsilon) (3e-4 float32, 1e-8 float64)."""
     return float(np.sqrt(np.finfo(dtype).eps))
@@ -32,7 +43,7 @@ def as_tokens(x, name: str = "x"):
 def check_dtype(x, name: str = "x"):
     """Tokens are float32 or float64: half precision cannot hold the unit norm to the accuracy the
     solvers need (float16 passes a 3e-2 norm check and then stalls the step-size controller)."""
-    dtype = jnp.result_type(x)
+    dtype = _dtype(x)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(
             f"{name}: expected a floating-point array (float32 or float64), got dtype {dtype}"
@@ -75,7 +86,7 @@ def check_tokens(x, name: str = "x", *, unit: bool = True):
     """
     x = as_tokens(x, name)
     check_shape_tokens(x, name)
-    dtype = jnp.result_type(x)
+    dtype = _dtype(x)
     tol = unit_norm_tolerance(dtype)
     if is_traced(x):
         x = eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name}: tokens contain NaN or inf")
@@ -176,6 +187,8 @@ def _scalar(value, name: str):
     """A real scalar: static check of shape and kind (Python number or 0-d array)."""
     if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
         expected(name, "a real scalar", value)
+    if isinstance(value, (float, int)):
+        return
     if not isinstance(value, (int, float, complex, np.number)) and not hasattr(value, "dtype"):
         expected(name, "a real scalar", value)
     if jnp.ndim(value) != 0:
@@ -317,10 +330,12 @@ def check_real(x, name: str):
     """Complex values would lose their imaginary part silently: reject them."""
     if isinstance(x, (str, bytes)) or x is None:
         expected(name, "real numbers", x)
+    if isinstance(x, (float, int)):
+        return x
     if isinstance(x, (list, tuple)):
         kind = np.asarray(x).dtype
     else:
-        kind = jnp.result_type(x)
+        kind = _dtype(x)
     if jnp.issubdtype(kind, jnp.complexfloating):
         raise ValueError(
             f"{name}: expected real numbers, got complex dtype {kind} (the flow lives on the "

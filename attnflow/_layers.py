@@ -95,9 +95,10 @@ def layers(
         x_{k+1} = normalize(x_k + step · Σ_j a_ij V x_j),   k = 0 … num_layers − 1,
 
     with the *unprojected* attention output, as in the authors' code, in simuformer and in a real
-    post-LN Transformer. V maps column vectors, x_j ↦ V x_j. The authors' code multiplies the
-    rows of X from the right by its matrix V_r (X ↦ A X V_r), which is x_j ↦ V_rᵀ x_j: pass
-    V = V_rᵀ to reproduce it (tested over 300 layers). For an attention field the update g is
+    post-LN Transformer. V maps column vectors, x_j ↦ V x_j, as in the authors' ``sphere.py``.
+    Their ``phase-diagrams.py`` multiplies the rows of X from the right by its matrix V_r
+    (X ↦ A X V_r), which is x_j ↦ V_rᵀ x_j: pass V = V_rᵀ to reproduce it (tested over 300
+    layers). For an attention field the update g is
     ``field.residual``; for a :class:`attnflow.PiecewiseConstant` stack, the current piece's; for a
     :class:`attnflow.TransformerBlock`, attention plus perceptron; for any other field (e.g. a
     :class:`attnflow.GradientFlow`) the field itself, at t_k = t0 + k·step.

@@ -40,8 +40,8 @@ from ._sphere import normalize, project_tangent
 class AttentionSublayer(eqx.Module):
     """The raw output of an attention module as a sublayer g(t, x, args) = Σ_j a_ij V x_j.
 
-    Wraps anything with an ``attention_output(x)`` method (SelfAttention, PositionalAttention,
-    SinkhornAttention) or a MultiHeadAttention (the sum over heads, paper (2.7)), so that a
+    Wraps an attnflow field (its ``residual``: for a MultiHeadAttention the sum over heads,
+    paper (2.7)) or anything with an ``attention_output(x)`` method, so that a
     normalisation scheme sees the unprojected output (its radial part is what pre-LN adds to the
     residual radius).
 
@@ -56,19 +56,17 @@ class AttentionSublayer(eqx.Module):
     attention: eqx.Module
 
     def __check_init__(self):
-        heads = getattr(self.attention, "heads", None)
-        if heads is None and not hasattr(self.attention, "attention_output"):
+        if not isinstance(self.attention, AbstractField) and not hasattr(
+            self.attention, "attention_output"
+        ):
             raise ValueError(
-                f"attention: expected a module with attention_output(x) or heads, "
+                f"attention: expected a module with attention_output(x) or an attnflow field, "
                 f"got {type(self.attention).__name__}"
             )
 
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         if isinstance(self.attention, AbstractField):
             return self.attention.residual(t, x, args)
-        heads = getattr(self.attention, "heads", None)
-        if heads is not None:
-            return sum(head.attention_output(x) for head in heads)
         return self.attention.attention_output(x)
 
 

@@ -209,7 +209,9 @@ def sharded_solve(
     Args:
         field: any attention field (an :class:`attnflow.AbstractAttention`: SA, USA, causal,
             multi-head, stacked heads, positional, hardmax, Sinkhorn, causal ALiBi), with any
-            parameters.
+            parameters. Fields whose scores hold an n × n bias (positional, causal ALiBi, the
+            Sinkhorn scalings, which need every logit) form it on every device; SA, USA and
+            the heads never do.
         x0: (n, d) initial tokens on the sphere.
         t1: final time.
         args: ``None`` or the measure's weights (n,) (or ``{"weights": w}``), as for the fields.

@@ -115,7 +115,9 @@ def random_tokens(
         (4, 3)
     """
     key = check_key(key)
-    n, d = check_int(n, "n", low=1), check_int(d, "d", low=2)
+    n, d = check_int(n, "n", low=1), check_int(d, "d")
+    if d < 2:
+        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if isinstance(batch_shape, (int, np.integer)):
         batch_shape = (batch_shape,)
     if not isinstance(batch_shape, (tuple, list)):
@@ -140,7 +142,9 @@ def orthogonal_tokens(
         >>> bool(abs(x @ x.T - jnp.eye(3)).max() < 1e-6)
         True
     """
-    n, d = check_int(n, "n", low=1), check_int(d, "d", low=2)
+    n, d = check_int(n, "n", low=1), check_int(d, "d")
+    if d < 2:
+        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n > d:
         raise ValueError(f"n: {n} pairwise orthogonal tokens need d >= n, got d = {d}")
     key = None if key is None else check_key(key)

@@ -6,7 +6,7 @@
 # realisations, with the same initial tokens for every β. Overlaid: the exact curve
 # Γ_∞,δ = {t = t*(β)} of (6.12), where pairwise-orthogonal tokens — the d → ∞ limit of uniform
 # ones (Thm 6.9) — reach ⟨x_i, x_j⟩ = 1 − δ. It is computed in closed form for the n of the
-# figure (the published curve was drawn for n = 128).
+# figure (the published curve matches neither n = 32 nor n = 128; cause unknown).
 #
 # `ATTNFLOW_QUICK=1` runs the test-sized preset; otherwise the laptop default (one panel,
 # d = 32, about a minute). `attnflow figure fig3 --full` makes the six panels of the paper.
@@ -36,8 +36,8 @@ for d, seconds in zip(data["d"], data["seconds"], strict=True):
 # ## The curve Γ_∞,δ
 # t*(β) is increasing: orthogonal tokens are δ-clustered at time t exactly for β ≤ β*(t).
 # For n = 32, δ = 1e-3: t*(6) = 16.0 and β*(30) = 6.91, whereas the published curve reads
-# t ≈ 19 at β = 6 and β ≈ 6.45 at t = 30: it was computed with the authors' default n = 128
-# on a coarse β grid and pasted onto the n = 32 figure (docs/maths.md §9), so it matches neither.
+# t ≈ 19 at β = 6 and β ≈ 6.45 at t = 30. The authors' default n = 128 lies on the other side
+# (β*(30) = 7.78), so that is not the cause, which is unknown (docs/maths.md §9).
 
 # %%
 for n in (32, 128):

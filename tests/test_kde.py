@@ -113,3 +113,20 @@ def test_first_plateau_rule():
     # Fine (δ) and coarse (2/β) counts: the first agreement after t = 0 is the plateau.
     assert first_plateau([8, 8, 6, 4, 3, 3, 2], [8, 5, 3, 3, 3, 2, 2]) == 3
     assert first_plateau([8, 7, 6], [8, 5, 4]) == 6
+
+
+def test_band_fraction_against_brute_force_modes():
+    # arXiv:2412.09080: almost all modes have t² ∈ [2 log n − 3 log β, 2 log n − log β] for
+    # n^c ≲ β ≲ n^{2−c}; at β = n = 1000 the brute-force modes put most of them there.
+    n, beta = 1000, 1000.0
+    samples = np.random.default_rng(5).standard_normal((2, n))
+    fractions = af.measures.kde_band_fraction(samples, beta)
+    lo, hi = 2 * np.log(n) - 3 * np.log(beta), 2 * np.log(n) - np.log(beta)
+    for x, fraction in zip(samples, fractions, strict=True):
+        sigma = beta**-0.5
+        grid = np.arange(x.min() - sigma, x.max() + sigma, sigma / 100)
+        f = np.exp(-0.5 * beta * (grid[:, None] - x[None, :]) ** 2).sum(axis=1)
+        modes = grid[1:-1][(f[1:-1] > f[:-2]) & (f[1:-1] >= f[2:])]
+        expected = np.mean((modes**2 >= lo) & (modes**2 <= hi))
+        assert fraction == pytest.approx(expected, abs=1e-12)
+        assert fraction > 0.75

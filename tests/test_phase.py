@@ -243,11 +243,15 @@ def test_random_ensembles_run_per_system_and_shared():
 
 
 def test_float32():
+    """float32 at its clamped tolerances against per-system scipy solves (DOP853, rtol 1e-11):
+    at most one pair {i, j} of one system (two ordered pairs: 2/240 of P) may sit on the other
+    side of 1 − δ at a save time."""
     x0 = af.bartlett_tokens(jr.key(4), 6, 256, (8,))
-    kw = dict(betas=[0.5, 3.0], ts=TS, **SMALL)
-    p32 = af.phase_diagram_from_tokens(x0.astype(jnp.float32), **kw)
-    p64 = af.phase_diagram_from_tokens(x0, **kw)
-    assert np.abs(np.asarray(p32) - np.asarray(p64)).max() <= 0.05
+    betas = [0.5, 3.0]
+    p32 = af.phase_diagram_from_tokens(x0.astype(jnp.float32), betas=betas, ts=TS, **SMALL)
+    ref = np.array([np.mean([scipy_fraction(x, b, TS) for x in np.asarray(x0)], 0) for b in betas])
+    assert np.abs(np.asarray(p32, np.float64) - ref).max() <= 2 / (8 * 30) + 1e-9
+    assert 0 < ref.mean() < 1
 
 
 def test_bad_inputs():

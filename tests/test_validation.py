@@ -108,3 +108,54 @@ def test_bad_heads_and_beta_under_jit():
 def test_bad_ts():
     with pytest.raises(ValueError, match=r"ts: expected a non-empty 1-d array of save times"):
         af.solve(FIELD, X, 1.0, ts=jnp.ones((2, 2)))
+
+
+def test_keys_legacy_accepted_int_seed_refused():
+    import jax.random as jr
+
+    legacy, typed = jr.PRNGKey(3), jr.key(3)
+    assert jnp.array_equal(af.random_tokens(legacy, 4, 3), af.random_tokens(typed, 4, 3))
+    assert jnp.array_equal(af.orthogonal_tokens(2, 3, legacy), af.orthogonal_tokens(2, 3, typed))
+    for call in (
+        lambda: af.random_tokens(3, 4, 3),
+        lambda: af.orthogonal_tokens(2, 3, 3),
+        lambda: af.von_mises_fisher(3, jnp.array([1.0, 0.0, 0.0]), 1.0, 4),
+    ):
+        with pytest.raises(
+            ValueError, match=r"key: expected a JAX PRNG key, got 3 \(int\); make one"
+        ):
+            call()
+
+
+def test_shape_diagnoses_name_the_mistake():
+    x = af.random_tokens(__import__("jax").random.key(0), 4, 3)
+    with pytest.raises(ValueError, match=r"x: expected tokens of shape \(n, d\), got \(T, n, d\)"):
+        af.InteractionEnergy(1.0)(jnp.stack([x, x]))
+    with pytest.raises(ValueError, match=r"x0: .*looks transposed \(pass x0.T\)"):
+        af.solve(af.SelfAttention(1.0), x.T, 1.0)
+
+
+def test_budgets_refuse_before_work():
+    x = af.random_tokens(__import__("jax").random.key(0), 4, 3)
+    with pytest.raises(
+        ValueError, match=r"t1: expected a request of at most .* solver steps.*times"
+    ):
+        af.solve(af.SelfAttention(1.0), x, 1e12)
+    with pytest.raises(ValueError, match=r"samples: expected a request of at most .* grid points"):
+        af.kde_mode_count([0.0, 1e6], 1e10)
+
+
+def test_bools_and_dict_keys():
+    x = af.random_tokens(__import__("jax").random.key(0), 4, 3)
+    with pytest.raises(ValueError, match=r"args: unknown key\(s\) \['weight'\]"):
+        af.SelfAttention(1.0)(0.0, x, {"weight": jnp.ones(4) / 4})
+    with pytest.raises(
+        ValueError, match=r"normalize: expected a bool \(True or False\), got 'False'"
+    ):
+        af.inner_product_histogram(x, normalize="False")
+    with pytest.raises(ValueError, match=r"circular: expected a bool"):
+        af.kde_mode_count([0.0, 1.0], 4.0, circular="False")
+    with pytest.raises(
+        ValueError, match=r"weights: expected finite non-negative weights with a positive"
+    ):
+        af.cluster_masses(x, weights=jnp.zeros(4))

@@ -51,3 +51,23 @@ def test_demo_rejects_bad_numbers(option, value, message, capsys):
         main(["demo", option, value])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["landscape", "--gtol", "nan"], "argument --gtol: expected a finite number > 0, got nan"),
+        (["landscape", "--n", "1"], "argument --n: expected an integer >= 2, got 1"),
+        (["landscape", "--d", "1"], "argument --d: expected an integer >= 2, got 1"),
+        (["landscape", "--beta", "-1"], "argument --beta: expected a finite number > 0, got -1"),
+        (["landscape", "--random", "-1"], "argument --random: expected an integer >= 0, got -1"),
+        (["nosuch"], "argument command: invalid choice: 'nosuch'"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1, err  # one line: no usage block, no traceback

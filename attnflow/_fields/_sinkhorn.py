@@ -68,6 +68,29 @@ def _default_tolerance(logits):
     return 10 * eps * jnp.maximum(10.0, jnp.max(jnp.abs(logits)))
 
 
+def _sinkhorn_or_newton(logits, log_w, u, v):
+    """One Sinkhorn sweep and one Newton step on the row sums from (u, v): the better of the two
+    by the row error, as (u, v, error)."""
+    n = logits.shape[0]
+    w = jnp.exp(log_w)
+    u_sinkhorn = -jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
+    v_sinkhorn = _sweep_v(logits, log_w, u_sinkhorn)
+    error_sinkhorn = _row_error(logits, log_w, u_sinkhorn, v_sinkhorn)
+    plan = jnp.exp(logits + (log_w + u)[:, None] + (log_w + v)[None, :])
+    rows = plan.sum(axis=1)
+    jacobian = jnp.diag(rows) - (plan / w[None, :]) @ plan.T + jnp.mean(w) / n
+    u_newton = u + jnp.linalg.solve(jacobian, w - rows)
+    v_newton = _sweep_v(logits, log_w, u_newton)
+    error_newton = _row_error(logits, log_w, u_newton, v_newton)
+    # A NaN Newton error (singular Jacobian in float32) compares False: Sinkhorn is taken.
+    newton = error_newton < error_sinkhorn
+    return (
+        jnp.where(newton, u_newton, u_sinkhorn),
+        jnp.where(newton, v_newton, v_sinkhorn),
+        jnp.where(newton, error_newton, error_sinkhorn),
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("iterations", "tolerance"))
 def sinkhorn_potentials(
     logits: Float[Array, "n n"],
@@ -117,26 +140,8 @@ def sinkhorn_potentials(
         v, us = jax.lax.scan(sweep, jnp.zeros(n, logits.dtype), None, length=iterations)
         return us[-1], v
 
-    w = jnp.exp(log_w)
-
     def step(carry):
-        u, v, _ = carry
-        u_sinkhorn = -jax.nn.logsumexp(logits + (log_w + v)[None, :], axis=1)
-        v_sinkhorn = _sweep_v(logits, log_w, u_sinkhorn)
-        error_sinkhorn = _row_error(logits, log_w, u_sinkhorn, v_sinkhorn)
-        plan = jnp.exp(logits + (log_w + u)[:, None] + (log_w + v)[None, :])
-        rows = plan.sum(axis=1)
-        jacobian = jnp.diag(rows) - (plan / w[None, :]) @ plan.T + jnp.mean(w) / n
-        u_newton = u + jnp.linalg.solve(jacobian, w - rows)
-        v_newton = _sweep_v(logits, log_w, u_newton)
-        error_newton = _row_error(logits, log_w, u_newton, v_newton)
-        # A NaN Newton error (singular Jacobian in float32) compares False: Sinkhorn is taken.
-        newton = error_newton < error_sinkhorn
-        return (
-            jnp.where(newton, u_newton, u_sinkhorn),
-            jnp.where(newton, v_newton, v_sinkhorn),
-            jnp.where(newton, error_newton, error_sinkhorn),
-        )
+        return _sinkhorn_or_newton(logits, log_w, carry[0], carry[1])
 
     v = _sweep_v(logits, log_w, u)
     init = (u, v, _row_error(logits, log_w, u, v))

@@ -6,10 +6,11 @@ for n = 32 tokens drawn uniformly on S^{d−1}, d ∈ {2, 8, 32, 128, 512, 1024}
 realisations (``full`` preset). The statistic is the clustered fraction over ordered pairs
 averaged over realisations (:func:`attnflow.phase_diagram`), with the same initial tokens for
 every β. Each panel carries the exact curve Γ_∞,δ = {t = t*(β)} of (6.12) in closed form
-(:func:`attnflow.theory.clustering_time`) for the same n — the published figure shows a curve
-computed for n = 128 (docs/maths.md §9, §11.7). Solves are adaptive DP5(4) with error control
-(float32, rtol = 1e-3: |ΔP| ≤ 0.003 against a tight reference, docs/benchmarks.md#bench-phase),
-not the authors' Euler steps of 0.1, which cluster 5–10% late (|ΔP| up to 0.4).
+(:func:`attnflow.theory.clustering_time`) for the same n — the published figure's curve matches
+neither n = 32 nor n = 128 (cause unknown: docs/maths.md §9, §11.7). Solves are adaptive DP5(4)
+with error control (float32, rtol = 1e-3: |ΔP| ≤ 0.003 against a tight reference,
+docs/benchmarks.md#bench-phase), not the authors' Euler steps of 0.1, which cluster 5–10%
+late (|ΔP| up to 0.4).
 
 Presets: ``quick`` (seconds, two small panels), ``default`` (one panel, d = 32,
 90 β × 100 t × 512 realisations: about 20 s on two cores) and ``full`` (paper resolution,

@@ -284,6 +284,7 @@ def plot(result: dict, params: dict):
         ax.plot(ns_t, result["tradeoff_beta"][k], "o-", ms=3, color=f"C{k % 10}", label=f"d = {d}")
     ax.plot(ns_t, np.sqrt(np.log(ns_t)), "k--", lw=1, label="β = √(log n)")
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("context length n")
     ax.set_ylabel("β")
     ax.set_title(

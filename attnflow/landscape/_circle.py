@@ -110,7 +110,8 @@ def circle_field(
 def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[Array, "*shape"]:
     """g(τ) = e^{β cos τ} ((d − 1) cos τ − β sin² τ): App. B (d = 2, Fig. 6) and (B.3).
 
-    For d = 2 the torus Hessian of (7.4) is built from it (:func:`torus_hessian`); it is negative
+    For d = 2 the torus Hessian of (7.4) is built from it
+    (:func:`attnflow.landscape.torus_hessian`); it is negative
     for τ*_β < |τ| ≤ π (:func:`attnflow.theory.tau_star`).
 
     Example:

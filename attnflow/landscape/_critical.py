@@ -144,7 +144,8 @@ def find_critical_point(
             with ``throw=False`` inspect ``.converged`` and ``.message``.
 
     Returns:
-        a :class:`CriticalPoint` with the final x, ``grad_norm``, ``converged``, ``num_steps``.
+        a :class:`attnflow.landscape.CriticalPoint` with the final x, ``grad_norm``, ``converged``,
+        ``num_steps``.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af

@@ -50,8 +50,9 @@ def riemannian_hessian(
     the Euclidean Hessian of the extension (from ``jax.hessian`` in tangent coordinates) plus the
     Weingarten term of each sphere block (docs/maths.md §7: ``jax.hessian`` alone is not the
     Riemannian Hessian). Works for any differentiable ``energy(x, weights)``, not only the
-    interaction energy. Costs n(d−1) Hessian-vector products; see :func:`hessian_vector_product` and
-    :func:`hessian_extreme_eigenvalues` for large n.
+    interaction energy. Costs n(d−1) Hessian-vector products; see
+    :func:`attnflow.landscape.hessian_vector_product` and
+    :func:`attnflow.landscape.hessian_extreme_eigenvalues` for large n.
 
     Args:
         energy: a differentiable energy ``energy(x, weights) -> scalar``.
@@ -198,7 +199,8 @@ def hessian_extreme_eigenvalues(
 ) -> tuple[Float[Array, ""], Float[Array, ""]]:
     """Smallest and largest eigenvalues of the Riemannian Hessian by Lanczos on HVPs.
 
-    Never forms the (n(d−1))² matrix: each iteration is one :func:`hessian_vector_product`
+    Never forms the (n(d−1))² matrix: each iteration is one
+    :func:`attnflow.landscape.hessian_vector_product`
     (O(n²d) for the interaction energy), with full reorthogonalisation against the Krylov basis
     (memory ``num_iterations`` × n·d). Vectors stay in the tangent space and, with
     ``remove_orbit``, orthogonal to the O(d)-orbit directions, so the orbit zero modes do not

@@ -14,6 +14,7 @@ variation φ_i = δE/δμ(x_i) = 2 Σ_j w_j e^{x_iᵀDx_j} and its mean φ̄ = �
 """
 
 import dataclasses
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -185,7 +186,8 @@ def measure_stationarity(D, points, weights=None, *, maximize: bool = False):
 
 
 class MeasureOptimum(eqx.Module):
-    """The result of :func:`minimize_measure_energy` / :func:`maximize_measure_energy`.
+    """The result of :func:`attnflow.landscape.minimize_measure_energy` /
+    :func:`attnflow.landscape.maximize_measure_energy`.
 
     Attributes:
         points: (N, d) support candidates (moved when ``move_particles``).
@@ -296,36 +298,34 @@ def _normalized(logw):
 STORED_KERNEL_MAX_POINTS = 16384
 
 
-class _Context:
-    """What every step of one optimisation run shares (built inside the traced function)."""
+class _Context(NamedTuple):
+    """What every step of :func:`_optimize` reads: D, the shift, the sign of the objective
+    (minimise sign · E), the kernel stored or recomputed, and the settings."""
 
-    def __init__(self, D, points, tol, config: _Config):
-        self.D = D
-        self.dtype = points.dtype
-        self.sign = -1.0 if config.maximize else 1.0  # minimise sign · E
-        self.shift = _shift(D)
-        self.tol = tol
-        self.config = config
-        self.store = config.store_kernel
-        self.fixed_kernel = None if config.move_particles else self.kernel_of(points)
-
-    def kernel_of(self, x):
-        if self.store:
-            return jnp.exp(x @ self.D @ x.T - self.shift)
-        return x  # recompute from the points in each product
-
-    def kernel_at(self, x):
-        return self.kernel_of(x) if self.fixed_kernel is None else self.fixed_kernel
-
-    def phi(self, kernel, x, w):  # scaled φ = 2 Σ_j w_j e^{x_iᵀDx_j − shift}
-        if self.store:
-            return 2 * kernel @ w
-        return _scaled_phi(self.D, self.shift, x, x, w)[0]
+    D: Array
+    shift: Array
+    sign: float
+    store: bool
+    fixed_kernel: Array | None
+    config: "_Config"
+    tol: Array
 
 
-def _backtrack(accept, t0, grow):
-    """Halve t from t0 until accept(t) (at most 30 halvings); the next initial step grows by
-    ``grow`` after an immediate acceptance and halves after a failure."""
+def _kernel_of(ctx: _Context, x):
+    if ctx.store:
+        return jnp.exp(x @ ctx.D @ x.T - ctx.shift)
+    return x  # recompute from the points in each product
+
+
+def _kernel_phi(ctx: _Context, kernel, x, w):
+    """Scaled φ = 2 Σ_j w_j e^{x_iᵀDx_j − shift}."""
+    if ctx.store:
+        return 2 * kernel @ w
+    return _scaled_phi(ctx.D, ctx.shift, x, x, w)[0]
+
+
+def _halving_search(accept, t0):
+    """Halve t from t0 until ``accept(t)`` (at most 30 times): (t, accepted, halvings)."""
 
     def cond(state):
         t, ok, k = state
@@ -336,14 +336,12 @@ def _backtrack(accept, t0, grow):
         t = t / 2
         return t, accept(t), k + 1
 
-    t, accepted, k = jax.lax.while_loop(cond, body, (t0, accept(t0), 0))
-    t_next = jnp.where(accepted, jnp.where(k == 0, t * grow, t), t0 / 2)
-    return t, accepted, t_next
+    return jax.lax.while_loop(cond, body, (t0, accept(t0), 0))
 
 
-def _newton_direction(ctx, kernel, x, w, phi, mean):
-    # Mirror Newton: minimise the quadratic model of E in δw = √w ∘ u on Σδw = 0,
-    # i.e. P (2 √W K √W) P u = −P √w (φ − φ̄), solved by truncated CG; δz = u / √w.
+def _newton_direction(ctx: _Context, kernel, x, w, phi, mean):
+    """Mirror Newton: minimise the quadratic model of E in δw = √w ∘ u on Σδw = 0, i.e.
+    P (2 √W K √W) P u = −P √w (φ − φ̄), solved by truncated CG; δz = u / √w."""
     alive = w > 0
     s = jnp.sqrt(w)
     inv_s = jnp.where(alive, 1 / jnp.where(alive, s, 1.0), 0.0)
@@ -353,23 +351,21 @@ def _newton_direction(ctx, kernel, x, w, phi, mean):
 
     def hessian(u):
         v = s * project(u)
-        return project(s * ctx.phi(kernel, x, v))
+        return project(s * _kernel_phi(ctx, kernel, x, v))
 
     u = _cg(hessian, -project(s * (phi - mean)), ctx.config.cg_steps)
     return jnp.where(alive, project(u) * inv_s, 0.0)
 
 
-def _weight_step(ctx, x, logw, eta):
+def _weight_step(ctx: _Context, x, logw, eta):
     w = _normalized(logw)
-    kernel = ctx.kernel_at(x)
-    phi = ctx.phi(kernel, x, w)
+    kernel = _kernel_of(ctx, x) if ctx.fixed_kernel is None else ctx.fixed_kernel
+    phi = _kernel_phi(ctx, kernel, x, w)
     mean = jnp.dot(w, phi)
     f0 = ctx.sign * 0.5 * mean
-    alive = w > 0
-    direction = jnp.where(alive, -ctx.sign * (phi - mean) / mean, 0.0)
-    newton = ctx.config.newton and not ctx.config.maximize
+    direction = jnp.where(w > 0, -ctx.sign * (phi - mean) / mean, 0.0)
     sw2 = jnp.dot(w, (phi - mean) ** 2) / mean**2
-    slack = 16 * jnp.finfo(ctx.dtype).eps * jnp.abs(f0)
+    slack = 16 * jnp.finfo(x.dtype).eps * jnp.abs(f0)
 
     def try_direction(dz, t0, grow):
         # Armijo on the first-order decrease sign·½Σ w_i (φ_i − φ̄) δz_i; below rounding,
@@ -378,19 +374,20 @@ def _weight_step(ctx, x, logw, eta):
 
         def accept(t):
             trial = _normalized(logw + t * dz)
-            phi_t = ctx.phi(kernel, x, trial)
+            phi_t = _kernel_phi(ctx, kernel, x, trial)
             mean_t = jnp.dot(trial, phi_t)
             value = ctx.sign * 0.5 * mean_t
             sw2_t = jnp.dot(trial, (phi_t - mean_t) ** 2) / mean_t**2
             armijo = value <= f0 + 1e-4 * t * jnp.minimum(slope, 0.0)
             return (armijo & (value < f0)) | ((value <= f0 + slack) & (sw2_t < 0.81 * sw2))
 
-        t, accepted, eta_next = _backtrack(accept, t0, grow)
+        t, accepted, k = _halving_search(accept, t0)
+        eta_next = jnp.where(accepted, jnp.where(k == 0, t * grow, t), t0 / 2)
         return jnp.where(accepted, logw + t * dz, logw), accepted, eta_next
 
-    if newton:
-        newton_dir = _newton_direction(ctx, kernel, x, w, phi, mean)
-        logw_new, ok, _ = try_direction(newton_dir, jnp.asarray(1.0, ctx.dtype), 1.0)
+    if ctx.config.newton and not ctx.config.maximize:
+        newton = _newton_direction(ctx, kernel, x, w, phi, mean)
+        logw_new, ok, _ = try_direction(newton, jnp.asarray(1.0, x.dtype), 1.0)
         logw_new, eta = jax.lax.cond(
             ok,
             lambda: (logw_new, eta),
@@ -401,7 +398,7 @@ def _weight_step(ctx, x, logw, eta):
     return logw_new, jnp.clip(eta, 1e-12, 1e12)
 
 
-def _particle_step(ctx, x, logw, tau):
+def _particle_step(ctx: _Context, x, logw, tau):
     w = _normalized(logw)
     phi, grad = _scaled_phi(ctx.D, ctx.shift, x, x, w)
     mean = jnp.dot(w, phi)
@@ -409,24 +406,27 @@ def _particle_step(ctx, x, logw, tau):
     move = -ctx.sign * riemannian / mean
     f0 = ctx.sign * 0.5 * mean
     g0 = jnp.dot(w, jnp.sum(riemannian**2, axis=-1)) / mean**2
-    slack = 16 * jnp.finfo(ctx.dtype).eps * jnp.abs(f0)
+    slack = 16 * jnp.finfo(x.dtype).eps * jnp.abs(f0)
 
-    def evaluate(t):
+    def accept(t):
         # Armijo with c = ¼ (the first-order decrease is −t g0 φ̄/2): c = ¼ keeps the
         # contraction factor ≥ −½ on a quadratic; below rounding, a step that
         # leaves E unchanged is accepted if it cuts s_x by 10%. Without the Armijo margin,
         # doubling steps settle at the stability limit and oscillate (factor −1).
-        y = retract(x, move, t)
-        s_w, s_x, _, e = _stationarity(ctx.D, ctx.shift, y, w, ctx.config.maximize)
+        s_w, s_x, _, e = _stationarity(
+            ctx.D, ctx.shift, retract(x, move, t), w, ctx.config.maximize
+        )
         value = ctx.sign * e
         armijo = (value < f0) & (value <= f0 - 0.25 * t * g0 * mean / 2)
         return armijo | ((value <= f0 + slack) & (s_x**2 < 0.81 * g0))
 
-    t, accepted, tau_next = _backtrack(evaluate, tau, 2)
+    t, accepted, k = _halving_search(accept, tau)
+    tau_next = jnp.where(accepted, jnp.where(k == 0, 2 * t, t), tau / 2)
     return jnp.where(accepted, retract(x, move, t), x), tau_next
 
 
-def _merge(config: _Config, x, logw):
+def _merge(config: "_Config", x, logw):
+    """Merge alive points within δ of each other into the first; prune tiny weights."""
     w = _normalized(logw)
     alive = w > 0
     close = (x @ x.T >= 1 - config.merge_delta) & alive[:, None] & alive[None, :]
@@ -438,10 +438,10 @@ def _merge(config: _Config, x, logw):
     return jnp.where(keep, jnp.log(jnp.where(keep, merged, 1.0)), -jnp.inf)
 
 
-def _converged(ctx, x, logw):
+def _status(ctx: _Context, x, logw):
     w = _normalized(logw)
     if ctx.fixed_kernel is not None and ctx.store:  # s_w from the stored kernel
-        phi = ctx.phi(ctx.fixed_kernel, x, w)
+        phi = _kernel_phi(ctx, ctx.fixed_kernel, x, w)
         mean = jnp.dot(w, phi)
         return jnp.sqrt(jnp.dot(w, (phi - mean) ** 2)) / mean <= ctx.tol
     s_w, s_x, gap, _ = _stationarity(ctx.D, ctx.shift, x, w, ctx.config.maximize)
@@ -452,7 +452,18 @@ def _converged(ctx, x, logw):
 
 
 def _optimize(D, points, weights, tol, config: _Config):
-    ctx = _Context(D, points, tol, config)
+    dtype = points.dtype
+    ctx = _Context(
+        D=D,
+        shift=_shift(D),
+        sign=-1.0 if config.maximize else 1.0,  # minimise sign · E
+        store=config.store_kernel,
+        fixed_kernel=None,
+        config=config,
+        tol=tol,
+    )
+    if not config.move_particles:
+        ctx = ctx._replace(fixed_kernel=_kernel_of(ctx, points))
 
     def cond(state):
         x, logw, eta, tau, k, done = state
@@ -464,12 +475,12 @@ def _optimize(D, points, weights, tol, config: _Config):
         if config.move_particles:
             x, tau = _particle_step(ctx, x, logw, tau)
             logw = _merge(config, x, logw)
-        return x, logw, eta, tau, k + 1, _converged(ctx, x, logw)
+        return x, logw, eta, tau, k + 1, _status(ctx, x, logw)
 
     logw0 = jnp.where(weights > 0, jnp.log(jnp.where(weights > 0, weights, 1.0)), -jnp.inf)
-    eta0 = jnp.asarray(1.0, ctx.dtype)
-    tau0 = jnp.asarray(1.0, ctx.dtype) / jnp.maximum(jnp.max(jnp.abs(D)), 1e-3)
-    state = (points, logw0, eta0, tau0, jnp.asarray(0), _converged(ctx, points, logw0))
+    eta0 = jnp.asarray(1.0, dtype)
+    tau0 = jnp.asarray(1.0, dtype) / jnp.maximum(jnp.max(jnp.abs(D)), 1e-3)
+    state = (points, logw0, eta0, tau0, jnp.asarray(0), _status(ctx, points, logw0))
     x, logw, _, _, steps, converged = jax.lax.while_loop(cond, body, state)
     w = _normalized(logw)
     s_w, s_x, gap, e_scaled = _stationarity(D, ctx.shift, x, w, config.maximize)
@@ -573,7 +584,8 @@ def minimize_measure_energy(
             after each merge.
 
     Returns:
-        a :class:`MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its atoms with
+        a :class:`attnflow.landscape.MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its
+        atoms with
         attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
 
     Example:
@@ -620,7 +632,8 @@ def maximize_measure_energy(
     after every accepted step (η → ∞ is the Frank–Wolfe vertex step). The search is local: it
     converges to a stationary measure reached from the initial weights; compare several starts
     for a global extremiser (in float32, rounding can unbalance an antipodal pair on the way).
-    :func:`minimize_measure_energy` also tries a mirror Newton step on the weights (truncated
+    :func:`attnflow.landscape.minimize_measure_energy` also tries a mirror Newton step on the
+    weights (truncated
     conjugate gradients on the quadratic model in δw = √w ∘ u), accepted only if it lowers E.
 
     With ``move_particles`` every weight step is followed by a Wasserstein gradient step on the
@@ -641,7 +654,8 @@ def maximize_measure_energy(
             after each merge.
 
     Returns:
-        a :class:`MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its atoms with
+        a :class:`attnflow.landscape.MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its
+        atoms with
         attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
 
     Example:

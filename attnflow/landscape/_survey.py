@@ -97,7 +97,8 @@ def configuration_signature(x) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class SurveyPoint:
-    """One critical point found by :func:`survey_critical_points` (up to rotation/permutation).
+    """One critical point found by :func:`attnflow.landscape.survey_critical_points` (up to
+    rotation/permutation).
 
     Attributes:
         x: (n, d) the critical point (NumPy float64).
@@ -147,7 +148,7 @@ class SurveyPoint:
 
 @dataclasses.dataclass(frozen=True)
 class LandscapeSurvey:
-    """The outcome of :func:`survey_critical_points` for one (n, d, β).
+    """The outcome of :func:`attnflow.landscape.survey_critical_points` for one (n, d, β).
 
     Attributes:
         n, d, beta: the system surveyed.
@@ -211,10 +212,12 @@ def survey_critical_points(
 
     Seeds: ``num_random`` uniform configurations; the metastable states of ``num_flow`` (SA)
     trajectories (the discrete Transformer :func:`attnflow.layers` with step ``flow_step``)
-    sampled at ``flow_times``; and :func:`symmetric_configurations`. From each seed,
+    sampled at ``flow_times``; and :func:`attnflow.landscape.symmetric_configurations`. From each
+    seed,
     :func:`attnflow.find_critical_point` converges to a critical point of any index (all seeds
     in one vmapped batch). Converged points are deduplicated modulo O(d) and permutations with
-    :func:`configuration_signature` (max difference ≤ ``dedup_tol``) and classified.
+    :func:`attnflow.landscape.configuration_signature` (max difference ≤ ``dedup_tol``) and
+    classified.
 
     The search runs on E_β with weights e^{−β/2}/n, i.e. e^{−β} × the energy (7.4), which has
     the same critical points and kinds but an O(1/n) gradient for every β, so the absolute

@@ -104,7 +104,7 @@ def kde_mode_count(
     of ``points_per_bandwidth`` points per β^{-1/2} covering [min X, max X] (no critical point
     lies outside) or the whole circle; every + → − sign change brackets exactly one mode.
     Modes closer than the grid spacing to an antimode (a near-degenerate pair) can be missed;
-    :func:`kde_modes` refines the brackets to the modes themselves.
+    :func:`attnflow.measures.kde_modes` refines the brackets to the modes themselves.
 
     Args:
         samples: (..., n) samples (angles when ``circular``); batch dimensions are vectorised.
@@ -169,7 +169,8 @@ def kde_modes(
     points_per_bandwidth: int = 16,
     iterations: int = 60,
 ) -> list[Float[np.ndarray, " modes"]]:
-    """The modes of the estimator of :func:`kde_mode_count`, refined by bisection of f' inside
+    """The modes of the estimator of :func:`attnflow.measures.kde_mode_count`, refined by
+    bisection of f' inside
     each bracket (``iterations`` halvings). Returns one sorted array of mode locations per sample
     set (a list over the flattened batch); on the circle, angles in [0, 2π).
 
@@ -195,3 +196,46 @@ def kde_modes(
         modes = 0.5 * (a + b)
         found.append(np.sort(np.mod(modes, 2 * math.pi)) if circular else modes)
     return found
+
+
+def kde_band_fraction(
+    samples: ArrayLike,
+    beta: float,
+    *,
+    points_per_bandwidth: int = 16,
+) -> Float[np.ndarray, "*batch"]:
+    """The fraction of the modes t of the Gaussian kernel density estimator of
+    :func:`attnflow.measures.kde_mode_count` (on the line) that lie in the band
+
+        2 log n − 3 log β ≤ t² ≤ 2 log n − log β,
+
+    where Geshkovski–Rigollet–Sun (arXiv:2412.09080, Theorem 1 and its proof: the modes
+    concentrate where the expected number of samples per bandwidth n φ(t) β^{-1/2} is between
+    about 1 and β) locate almost all modes for N(0, 1) samples with n^c ≲ β ≲ n^{2−c}.
+    Outside it: isolated samples in the tails (t² > 2 log n − log β) and the smooth bulk
+    (t² < 2 log n − 3 log β), where fluctuations rarely create a mode.
+
+    Args:
+        samples: (..., n) samples; batch dimensions are vectorised.
+        beta: β > 0 (bandwidth β^{-1/2}).
+        points_per_bandwidth: as in :func:`attnflow.measures.kde_mode_count`.
+
+    Returns:
+        Float array of shape ``samples.shape[:-1]`` (nan for a set without modes).
+
+    Example:
+        >>> import numpy as np
+        >>> from attnflow.measures import kde_band_fraction
+        >>> x = np.random.default_rng(0).standard_normal(1000)
+        >>> 0.5 < float(kde_band_fraction(x, 1000.0)) <= 1.0
+        True
+    """
+    samples, beta = _check(samples, beta, points_per_bandwidth)
+    n = samples.shape[-1]
+    lo = 2 * math.log(n) - 3 * math.log(beta)
+    hi = 2 * math.log(n) - math.log(beta)
+    fractions = []
+    for modes in kde_modes(samples, beta, points_per_bandwidth=points_per_bandwidth):
+        inside = (modes**2 >= lo) & (modes**2 <= hi)
+        fractions.append(inside.mean() if modes.size else math.nan)
+    return np.asarray(fractions, dtype=float).reshape(samples.shape[:-1])

@@ -233,6 +233,10 @@ def solve_homogenized_fixed_qk(
 
 
 solve_homogenized = solve_homogenized_fixed_qk
+"""The homogenised limit (H) of deep random attention with Q, K held fixed and random values:
+the same function as :func:`solve_homogenized_fixed_qk` (arXiv:2604.01978; derivation in
+:mod:`attnflow.models._homogenized`). For Q, K resampled too: :func:`solve_homogenized_random_qk`.
+"""
 
 
 def random_qk_nodes(
@@ -265,6 +269,13 @@ def random_qk_moments(x: Float[Array, "n d"], beta, Q, K):
     r"""M_i = E_θ m^θ_i and C_ij = E_θ⟨m^θ_i, m^θ_j⟩ of (HR), as the mean over the nodes (Q, K)
     ((S, k, d) each; :func:`random_qk_nodes`) of the attention averages m^θ_i = Σ_j a^θ_ij x_j.
     Returns (M: (n, d), C: (n, n)).
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow.models as am
+        >>> Q, K = am.random_qk_nodes(jr.key(0), 3, nodes=8)
+        >>> M, C = am.random_qk_moments(jnp.eye(3), 0.0, Q, K)  # β = 0: uniform attention
+        >>> bool(jnp.allclose(C, 1 / 3))
+        True
     """
     eye = jnp.broadcast_to(jnp.eye(x.shape[1], dtype=x.dtype), (Q.shape[0],) + (x.shape[1],) * 2)
     heads = StackedMultiHeadAttention(beta, Q.astype(x.dtype), K.astype(x.dtype), eye)

@@ -32,7 +32,8 @@ modulus is real, positive and semisimple (F = ker(V − λI), G = range(V − λ
 eigenvalue has modulus < λ; an eigenvalue −λ or λe^{iθ} excludes paranormality, and so does a
 Jordan block at λ. The conclusion is the limit set (∂K ∪ {0}) × G: the F-component of z (in
 the decomposition F ⊕ G) converges to 0 or to ∂K of a polytope K ⊂ F, the G-component is free.
-Here F and G are the attributes ``C`` and ``H`` of :class:`ValueSpectrum`. The authors' example
+Here F and G are the attributes ``C`` and ``H`` of :class:`attnflow.models.ValueSpectrum`.
+The authors' example
 is V = diag(1, −0.5): F = span e_1, λ = 1, G = span e_2.
 
 **V = −I (derived here): the collapse is algebraic.** With Q = K = I, for small tokens
@@ -44,7 +45,7 @@ C(t) ≈ C(0)(I + 2tC(0))^{−1} → I/(2t), and |x_i(t)| ~ (2t)^{−1/2} (check
 the attention matrix tends to the indicator of the largest z_j (if z_i > 0) or of the smallest
 (if z_i < 0): a Boolean matrix, except possibly one row, which can be a general probability
 vector (a token with z_i → 0: for z = (−1, 0, 1) the middle row stays (1/3, 1/3, 1/3)).
-:attr:`LimitGeometry.general_rows` lists the rows that are not Boolean.
+:attr:`attnflow.models.LimitGeometry.general_rows` lists the rows that are not Boolean.
 """
 
 import equinox as eqx
@@ -218,10 +219,11 @@ def _levels(values: np.ndarray, tol: float):
 
 
 class LimitGeometry(eqx.Module):
-    """The result of :func:`limit_geometry` (distances are relative to the diameter of z).
+    """The result of :func:`attnflow.models.limit_geometry` (distances are relative to the
+    diameter of z).
 
     Attributes:
-        spectrum: the :class:`ValueSpectrum` of V.
+        spectrum: the :class:`attnflow.models.ValueSpectrum` of V.
         hull_vertices: indices of the tokens that are vertices of the convex hull of z.
         vertex_distance: (n,) distance of each z_i to the nearest hull vertex.
         on_vertex: (n,) ``vertex_distance ≤ tol``.

@@ -316,7 +316,8 @@ def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
     authors' ``algo_traj_1`` merges the closest pair, the β → ∞ limit of this).
 
     Clusters start as the tokens (mass 1/n each). Repeatedly, among circularly adjacent clusters
-    the pair with the smallest two-body merge time (:func:`two_body_log_time`) merges into one
+    the pair with the smallest two-body merge time (:func:`attnflow.theory.two_body_log_time`)
+    merges into one
     cluster at their mass-weighted mean angle (conserved by the two-body flow) while the others
     wait. The rescaled flow moves only that pair, along a straight segment of length
     u √(n m_a m_b / (m_a + m_b)) in R^n, so the merge happens at

@@ -39,7 +39,8 @@ def _check_beta_d(beta, d, normalization):
 
 
 def _log_growth_rates(beta, d, normalization, max_degree):
-    """log λ_ℓ for ℓ = 1, …, max_degree (see :func:`metastable_growth_rates`), overflow-free."""
+    """log λ_ℓ for ℓ = 1, …, max_degree (see :func:`attnflow.theory.metastable_growth_rates`),
+    overflow-free."""
     ell = np.arange(1, max_degree + 1, dtype=float)
     nu = d / 2 - 1
     # log I_ν(β) = log ive(ν, β) + β; ive underflows to 0 only far past the maximum.
@@ -104,7 +105,7 @@ def metastable_growth_rates(
 
 def metastable_cluster_count(beta: float, d: int = 2) -> int:
     r"""The predicted structure of the metastable state from the uniform measure: the degree ℓ*
-    that maximises the linearised growth rate λ_ℓ of :func:`metastable_growth_rates`
+    that maximises the linearised growth rate λ_ℓ of :func:`attnflow.theory.metastable_growth_rates`
     (Bruno–Pasqualotto–Agazzi, arXiv:2410.23228, Theorem 4.3 and its extension to d ≥ 3).
 
     On the circle (d = 2), ℓ* = argmax_k k² I_k(β) is the number of equally spaced clusters the
