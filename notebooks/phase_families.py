@@ -64,3 +64,13 @@ print("span dimension:\n", span, "\nenergy (USA):\n", energy.round(3))
 assert np.all(span[:, 0] == min(n, d)) and np.all(span >= 1)
 # Monotone up to the integration error (default rtol 1e-3 of the solver).
 assert np.all(np.diff(energy, axis=1) >= -1e-3 * energy[:, 1:])
+
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`phase_families.png`; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("phase_families")
