@@ -8,6 +8,9 @@ page, an API page, a notebook page and the benchmarks page the test takes a scre
 every formula and left no TeX in the text or the table of contents, code fits its box, the
 notebook shows its outputs and figure, and no request left 127.0.0.1.
 
+The same build serves the checks of what the site holds: every page, every public name in the
+API reference with a docstring (moved here from test_docs, so the suite builds the site once).
+
 Chromium must be installed (Debian: ``apt-get install -y chromium``); ``CHROMIUM`` names another
 binary.
 """
@@ -16,9 +19,11 @@ import base64
 import fcntl
 import functools
 import http.server
+import importlib.util
 import json
 import math
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -28,6 +33,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+import griffe
 import pytest
 
 # Builds the site and drives a browser.
@@ -350,3 +356,49 @@ def test_site_references_nothing_on_the_network(site):
         text = path.read_text(errors="replace")
         for marker in ('<script src="http', '<link href="http', "@import url(http", "fonts.g"):
             assert marker not in text, f"{path.relative_to(site)}: {marker}"
+
+
+def _docs_hooks():
+    spec = importlib.util.spec_from_file_location(
+        "attnflow_docs_hooks", ROOT / "docs" / "_hooks.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# What the site holds (one build serves these and the browser tests above).
+
+
+def test_site_builds_strict_with_every_page(site):
+    for page in ["index", "getting-started/index", "maths/index", "conventions/index"]:
+        assert (site / f"{page}.html").exists() or (site / page.replace("/index", ".html")).exists()
+    for notebook in (ROOT / "notebooks").glob("*.py"):
+        assert (site / "notebooks" / notebook.stem / "index.html").exists(), notebook.name
+    assert (site / "benchmarks" / "index.html").exists()
+
+
+def test_every_public_name_is_in_the_api_reference(site):
+    """Each public name of attnflow, attnflow.theory and attnflow.plot has its own entry
+    (heading id ``attnflow.NAME``) in the API reference, rendered from a non-empty docstring."""
+    html = "\n".join(p.read_text() for p in (site / "api").rglob("*.html"))
+    anchors = set(re.findall(r'id="(attnflow[\w.]*)"', html))
+    names = _docs_hooks().public_names()
+    assert len(names) > 80
+    missing = [name for name in names if name not in anchors]
+    assert not missing, f"public names missing from the API reference: {missing}"
+
+    extensions = griffe.load_extensions(
+        f"{ROOT / 'docs' / '_griffe_examples.py'}:AttnflowDocstrings"
+    )
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=extensions)
+    package = loader.load("attnflow")
+    loader.resolve_aliases(implicit=True, external=False)
+    undocumented = []
+    for name in names:
+        obj = package
+        for part in name.split(".")[1:]:
+            obj = obj.members[part]
+        if obj.docstring is None or not obj.docstring.value.strip():
+            undocumented.append(name)
+    assert not undocumented, f"public names without a docstring: {undocumented}"
