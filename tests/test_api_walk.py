@@ -189,6 +189,16 @@ RECIPES = {
     "attnflow.plot.tokens_on_circle": dict(x=af.circle_tokens(ANGLES)),
     "attnflow.plot.tokens_on_sphere": dict(x=X),
     "attnflow.pretrained.deep_schedule": dict(num_layers=3, depth=5),
+    "attnflow.pretrained.layer_distances": dict(key=jr.key(1), sim=X[None], real=X[None]),
+    "attnflow.pretrained.unpadded_unit_states": dict(
+        out=afpretrained.HiddenStates(
+            hidden_states=jnp.stack([X, X]),
+            tokens=("a", "b", "c", "d"),
+            attention_mask=jnp.ones(4, bool),
+            input_ids=jnp.arange(4),
+        )
+    ),
+    "attnflow.GramStatistic": dict(fn=lambda G: G.min()),
     "attnflow.orthogonal_tokens": dict(n=2, d=3),
     "attnflow.solve_homogenized": dict(x0=X, t1=1.0, key=jr.key(0)),
     "attnflow.von_mises_fisher_mixture": dict(
@@ -202,6 +212,10 @@ EXCLUDED = {
     "attnflow.pretrained.load_minilm": "takes no argument but dtype and loads a model",
     "attnflow.pretrained.attention_field": "needs a loaded model (an optional download)",
     "attnflow.pretrained.attention_stack": "needs a loaded model (an optional download)",
+    "attnflow.pretrained.compare_with_flow": "needs a loaded model; its hostile arguments are "
+    "walked in test_pretrained with a tiny checkpoint",
+    "attnflow.pretrained.layer_statistics": "needs a loaded model; its hostile arguments are "
+    "walked in test_pretrained with a tiny checkpoint",
     "attnflow.pretrained.encoder_from_weights": "needs a model's weight dict (test_pretrained)",
     "attnflow.plot.token_movie": "writes a movie file through ffmpeg/pillow (test_plot)",
     "attnflow.survey_critical_points": "a survey of Newton searches: seconds per hostile call",
@@ -255,6 +269,9 @@ RESULT_TYPES = {
     "EncoderBlock",
     "LayerNorm",
     "PretrainedModel",
+    "LayerStatistics",
+    "FlowComparison",
+    "OrthogonalTradeoff",
 }
 
 

@@ -330,7 +330,7 @@ def test_bad_statistics_and_families(x0):
         af.ClusterCount(reduce="max")
     with pytest.raises(ValueError, match="delta: expected a threshold"):
         af.ClusteredFraction(delta=3.0)
-    with pytest.raises(ValueError, match="tol: expected a positive eigenvalue threshold"):
+    with pytest.raises(ValueError, match="tol: expected a finite eigenvalue threshold > 0"):
         af.SpanDimension(tol=0.0)
     with pytest.raises(ValueError, match="fn: expected a function of the Gram matrix"):
         af.GramStatistic(3.0)

@@ -518,3 +518,60 @@ def test_layer_statistics_against_numpy(tiny):
     for hist, g in zip(np.asarray(stats.histogram), gram, strict=True):
         want, _ = np.histogram(g[iu], bins=10, range=(-1, 1), density=True)
         np.testing.assert_allclose(hist, want, atol=1e-12)
+
+
+# The hostile arguments of the two model-needing entry points (test_api_walk excludes them: it
+# has no model), one family per argument as in the walk: each must be refused with a ValueError
+# whose message starts with the argument's name.
+NAN = float("nan")
+HOSTILE_COMMON = [
+    ("text", 3),
+    ("text", " "),
+    ("max_length", 10.5),
+    ("max_length", "10"),
+    ("pad_to", 15.5),
+    ("pad_to", "16"),
+]
+HOSTILE = {
+    "compare_with_flow": HOSTILE_COMMON
+    + [
+        ("method", "euler"),
+        ("rescale", "False"),
+        ("rtol", -1e-3),
+        ("rtol", NAN),
+        ("atol", NAN),
+        ("kappa", NAN),
+        ("kappa", 1 + 1j),
+        ("kappa", "1.0"),
+        ("num_projections", 2.5),
+        ("num_projections", "3"),
+        ("key", 0),
+        ("layers", [0.5]),
+        ("layers", [0, 7]),
+    ],
+    "layer_statistics": HOSTILE_COMMON
+    + [
+        ("deltas", [NAN]),
+        ("deltas", [0.1, 3.0]),
+        ("deltas", "abc"),
+        ("deltas", []),
+        ("energy_beta", NAN),
+        ("energy_beta", 1j),
+        ("bins", 2.5),
+        ("bins", "ten"),
+        ("schedule", [0.5]),
+        ("schedule", [0, 5]),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "function, name, value",
+    [(f, name, value) for f, cases in HOSTILE.items() for name, value in cases],
+)
+def test_hostile_arguments_of_the_model_entry_points(tiny, function, name, value):
+    model = tiny["bert64"]
+    kwargs = {name: value}
+    text = kwargs.pop("text", TEXT)
+    with pytest.raises(ValueError, match=rf"^{name}:"):
+        getattr(pretrained, function)(model, text, **kwargs)

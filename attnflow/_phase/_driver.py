@@ -10,7 +10,7 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from .._check import check_key, check_positive_scalar
+from .._check import check_bool, check_key, check_positive_scalar
 from .._ensembles import AttentionEnsemble
 from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
@@ -130,6 +130,7 @@ def phase_diagram_from_tokens(
     x0 = _check_x0(x0)
     betas, ts = _check_grid(betas, ts)
     delta = _check_delta(delta)
+    statistics = check_bool(statistics, "statistics")
     statistic, family = _check_statistic_family(statistic, family, delta)
     engine = _engine(
         backend, chunk_size, beta_block, slots, rtol, atol, max_steps, progress=progress
@@ -410,6 +411,7 @@ def phase_diagram(
     check_positive_scalar(rtol, "rtol", what="tolerance")
     check_positive_scalar(atol, "atol", what="tolerance")
     _positive_int(max_steps, "max_steps")
+    check_bool(statistics, "statistics")
     statistic, family = _check_statistic_family(statistic, family, _check_delta(delta))
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     common = dict(

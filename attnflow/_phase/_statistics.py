@@ -16,7 +16,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_delta
+from .._check import check_delta, check_positive_scalar
 from .._diagnostics import clustered_fraction, count_clusters, gram
 from .._energy import InteractionEnergy
 
@@ -131,8 +131,9 @@ class SpanDimension(AbstractStatistic):
     reduce: Literal["mean", "median"] = eqx.field(static=True, default="mean")
 
     def __check_init__(self):
-        if isinstance(self.tol, bool) or not isinstance(self.tol, (int, float)) or self.tol <= 0:
-            raise ValueError(f"tol: expected a positive eigenvalue threshold, got {self.tol!r}")
+        check_positive_scalar(self.tol, "tol", what="eigenvalue threshold")
+        if not isinstance(self.tol, (int, float)):
+            raise ValueError(f"tol: expected a Python number (a static field), got {self.tol!r}")
         _check_reduce(self.reduce)
 
     def __call__(self, x, beta):

@@ -10,6 +10,8 @@ import re
 
 import matplotlib.pyplot as plt
 
+from .._check import check_int
+
 OUTPUT_ENV = "ATTNFLOW_OUT"
 
 
@@ -44,6 +46,7 @@ def save_figures(name: str, folder=None, *, dpi: int = 120) -> list[pathlib.Path
     """
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ValueError(f"name: expected a file stem of letters, digits, _ . -, got {name!r}")
+    dpi = check_int(dpi, "dpi", low=1)
     folder = folder if folder is not None else os.environ.get(OUTPUT_ENV) or None
     if folder is None:
         return []

@@ -15,7 +15,18 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._check import check_positive_scalar
+from .._check import (
+    as_array,
+    check_beta,
+    check_bool,
+    check_delta,
+    check_int,
+    check_key,
+    check_positive_scalar,
+    check_real,
+    check_tolerance,
+    expected,
+)
 from .._diagnostics import count_clusters, inner_product_histogram
 from .._energy import InteractionEnergy
 from .._layers import layers as _layers
@@ -39,6 +50,8 @@ def unpadded_unit_states(out: HiddenStates) -> tuple[np.ndarray, tuple[str, ...]
         >>> pretrained.unpadded_unit_states(out)[0].shape  # doctest: +SKIP
         (7, 6, 384)
     """
+    if not isinstance(out, HiddenStates):
+        expected("out", "the HiddenStates of PretrainedModel.hidden_states", out)
     mask = np.asarray(out.attention_mask, bool)
     states = np.asarray(out.hidden_states, np.float64)[:, mask]
     states = states / np.linalg.norm(states, axis=-1, keepdims=True)
@@ -68,6 +81,29 @@ class LayerStatistics(eqx.Module, strict=True):
     edges: Float[Array, " edges"]
 
 
+def _layer_tokens(x, name: str):
+    """Real tokens of shape (layers, n, d), as a JAX array."""
+    x = check_real(as_array(x, name), name)
+    if jnp.ndim(x) != 3:
+        raise ValueError(
+            f"{name}: expected unit tokens of shape (layers, n, d), got shape {jnp.shape(x)}"
+        )
+    return jnp.asarray(x)
+
+
+def _check_statistics_args(deltas, energy_beta, bins):
+    """The thresholds δ (a non-empty 1-d sequence, each 0 < δ < 2), β > 0 and the bin count
+    of :func:`statistics_of`."""
+    energy_beta = float(check_positive_scalar(energy_beta, "energy_beta"))
+    bins = check_int(bins, "bins", low=1)
+    deltas = check_real(as_array(deltas, "deltas"), "deltas")
+    if jnp.ndim(deltas) != 1 or jnp.size(deltas) == 0 or np.asarray(deltas).dtype.kind not in "iuf":
+        expected("deltas", "a non-empty 1-d sequence of thresholds", deltas)
+    for value in np.asarray(deltas, np.float64):
+        check_delta(float(value), "deltas")
+    return deltas, energy_beta, bins
+
+
 @jax.jit
 def _cluster_counts(x, deltas):
     per_delta = jax.vmap(count_clusters, in_axes=(None, 0))
@@ -92,10 +128,8 @@ def statistics_of(
         >>> pretrained.statistics_of(x, deltas=[0.1]).clusters.shape
         (1, 1)
     """
-    energy_beta = float(check_positive_scalar(energy_beta, "energy_beta"))
-    x = jnp.asarray(x)
-    if x.ndim != 3:
-        raise ValueError(f"x: expected unit tokens of shape (layers, n, d), got shape {x.shape}")
+    deltas, energy_beta, bins = _check_statistics_args(deltas, energy_beta, bins)
+    x = _layer_tokens(x, "x")
     n = x.shape[-2]
     hist, edges = inner_product_histogram(x, bins=bins)
     gram = jnp.einsum("lid,ljd->lij", x, x)
@@ -152,6 +186,7 @@ def layer_statistics(
         >>> stats.mean_cosine.shape  # doctest: +SKIP
         (7,)
     """
+    _check_statistics_args(deltas, energy_beta, bins)  # before the forward pass
     out = model.hidden_states(text, max_length=max_length, pad_to=pad_to, schedule=schedule)
     x, _ = unpadded_unit_states(out)
     dtype = out.hidden_states.dtype
@@ -188,7 +223,6 @@ class FlowComparison(eqx.Module, strict=True):
     betas: Float[Array, " pieces"]
 
 
-@eqx.filter_jit
 def layer_distances(key, sim, real, kappa: float = 1.0, num_projections: int = 256):
     """Per layer (agreement, MMD², sliced W₂) between unit tokens ``sim`` and ``real``, both
     (layers, n, d): mean_i ⟨y_i, x_i⟩, :func:`attnflow.measures.squared_mmd` with κ and
@@ -202,7 +236,21 @@ def layer_distances(key, sim, real, kappa: float = 1.0, num_projections: int = 2
         >>> [float(v[0]) for v in pretrained.layer_distances(jr.key(1), x, x)]
         [1.0, 0.0, 0.0]
     """
+    key = check_key(key)
+    kappa, num_projections = _check_distance_args(kappa, num_projections)
+    sim, real = _layer_tokens(sim, "sim"), _layer_tokens(real, "real")
+    if sim.shape != real.shape:
+        raise ValueError(f"real: expected the shape of sim {sim.shape}, got {real.shape}")
+    return _layer_distances(key, sim, real, kappa, num_projections)
 
+
+def _check_distance_args(kappa, num_projections):
+    kappa = float(check_beta(kappa, positive=True, name="kappa"))
+    return kappa, check_int(num_projections, "num_projections", low=1)
+
+
+@eqx.filter_jit
+def _layer_distances(key, sim, real, kappa: float, num_projections: int):
     def one(y, x):
         return (
             jnp.mean(jnp.sum(y * x, axis=-1)),
@@ -272,13 +320,13 @@ def compare_with_flow(
         >>> cmp.agreement.shape  # doctest: +SKIP
         (7,)
     """
-    if method not in ("solve", "layers"):
-        raise ValueError(f"method: expected 'solve' or 'layers', got {method!r}")
+    key = _check_compare_args(method, rescale, rtol, atol, kappa, num_projections, key)
+    num_layers = model.config.num_hidden_layers
+    layers = list(range(num_layers) if layers is None else layers)
+    layers = [check_int(k, "layers", low=0, high=num_layers - 1) for k in layers]
     out = model.hidden_states(text, max_length=max_length, pad_to=pad_to)
     real64, tokens = unpadded_unit_states(out)
     dtype = out.hidden_states.dtype
-    num_layers = model.config.num_hidden_layers
-    layers = list(range(num_layers) if layers is None else layers)
     if not 1 <= len(layers) <= num_layers:
         raise ValueError(
             f"layers: expected 1 to {num_layers} pieces (one per hidden state to compare), "
@@ -298,8 +346,7 @@ def compare_with_flow(
     x0 = real[0]
     sim = _simulate(field, x0, depth, method, rtol, atol)
     sim = sim / jnp.linalg.norm(sim, axis=-1, keepdims=True)
-    key = jr.key(0) if key is None else key
-    kappa, num_projections = float(kappa), int(num_projections)
+    kappa, num_projections = _check_distance_args(kappa, num_projections)
     ours = layer_distances(key, sim, real, kappa, num_projections)
     identity = layer_distances(key, jnp.broadcast_to(x0, real.shape), real, kappa, num_projections)
     return FlowComparison(
@@ -314,3 +361,15 @@ def compare_with_flow(
         identity_sliced_wasserstein=identity[2],
         betas=jnp.asarray(betas, dtype),
     )
+
+
+def _check_compare_args(method, rescale, rtol, atol, kappa, num_projections, key):
+    """The options of :func:`compare_with_flow`, checked before the forward pass; returns the
+    key (default ``jax.random.key(0)``)."""
+    if method not in ("solve", "layers"):
+        raise ValueError(f"method: expected 'solve' or 'layers', got {method!r}")
+    check_bool(rescale, "rescale")
+    check_tolerance(rtol, "rtol")
+    check_tolerance(atol, "atol")
+    _check_distance_args(kappa, num_projections)
+    return jr.key(0) if key is None else check_key(key)

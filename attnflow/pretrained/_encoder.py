@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from .._check import check_int
 from .._fields._kernel import attention
 from ._config import EncoderConfig
 
@@ -169,7 +170,9 @@ class Encoder(eqx.Module):
             attention_mask = np.asarray(attention_mask)
         if schedule is None:
             schedule = range(self.config.num_hidden_layers)
-        blocks = np.asarray([self.config.layer_block(int(i)) for i in schedule], np.int32)
+        last = c.num_hidden_layers - 1
+        layers = [check_int(i, "schedule", low=0, high=last) for i in schedule]
+        blocks = np.asarray([c.layer_block(i) for i in layers], np.int32)
         return _forward(self, input_ids, token_type_ids, attention_mask.astype(bool), blocks)
 
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from .._check import check_int
 from ._config import EncoderConfig
 from ._encoder import Embeddings, Encoder, EncoderBlock, LayerNorm
 
@@ -236,7 +237,7 @@ class PretrainedModel:
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"text: expected a non-empty string, got {text!r}")
         limit = self.config.max_position_embeddings
-        max_length = limit if max_length is None else int(max_length)
+        max_length = limit if max_length is None else check_int(max_length, "max_length")
         if not 3 <= max_length <= limit:
             raise ValueError(f"max_length: expected 3 <= max_length <= {limit}, got {max_length}")
         self.tokenizer.enable_truncation(max_length)
@@ -249,6 +250,7 @@ class PretrainedModel:
         tokens = tuple(encoding.tokens)
         mask = np.ones(len(ids), bool)
         if pad_to is not None:
+            pad_to = check_int(pad_to, "pad_to")
             if not len(ids) <= pad_to <= limit:
                 raise ValueError(
                     f"pad_to: expected {len(ids)} <= pad_to <= {limit} (the text has "

@@ -10,6 +10,8 @@ function.
 import equinox as eqx
 import numpy as np
 
+from .._check import MAX_GRID_POINTS, check_beta, check_budget, check_int
+
 
 def _check_dimension(d) -> float:
     if np.ndim(d) != 0 or not float(d) >= 2:
@@ -143,12 +145,14 @@ def attention_concentration(beta, n, *, nodes: int = 80, points: int = 4000) -> 
         >>> round(th.attention_concentration(0.0, 8), 6)
         0.125
     """
-    beta, n = float(beta), int(n)
-    if not beta >= 0:
-        raise ValueError(f"beta: expected β >= 0, got {beta}")
-    if n < 1:
-        raise ValueError(f"n: expected a positive number of keys, got {n}")
-    z, w = np.polynomial.hermite_e.hermegauss(int(nodes))
+    beta = float(check_beta(beta))
+    n = check_int(n, "n", low=1)  # keys
+    nodes = check_int(nodes, "nodes", low=1)
+    points = check_int(points, "points", low=2)
+    check_budget(
+        "points", nodes * points, MAX_GRID_POINTS, what="kernel evaluations (nodes × points)"
+    )
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
     # κ is invariant under a common factor in the weights: scale e^{βz} by e^{−β z_max}.
     e = np.exp(beta * (z - z.max()))
@@ -207,11 +211,9 @@ def homogenized_orthogonal_tradeoff(beta, n, d) -> OrthogonalTradeoff:
         >>> round(r.rate, 6), round(r.collapse_time, 3)
         (0.724609, 5.714)
     """
-    n, d = int(n), float(d)
-    if not d > 2:
-        raise ValueError(f"d: expected a token dimension d > 2, got {d}")
-    if n < 2:
-        raise ValueError(f"n: expected at least 2 tokens, got {n}")
+    beta = float(check_beta(beta))
+    n = check_int(n, "n", low=2)  # tokens
+    d = float(check_int(d, "d", low=3))  # token dimension d > 2
     kappa = attention_concentration(beta, n)
     growth = (d - 2) / (d * n)
     rate = ((d - 2) * (1 - 1 / n) - (d - 1) * kappa) / d

@@ -7,6 +7,8 @@ from typing import Literal
 import numpy as np
 import scipy.special
 
+from .._check import check_beta, check_int, check_positive_scalar, expected
+
 
 def two_body_log_time(gap: float, mass: float, beta: float) -> float:
     """log T for two point clusters of total mass m = m_a + m_b at gap u under (USA):
@@ -15,6 +17,11 @@ def two_body_log_time(gap: float, mass: float, beta: float) -> float:
     ∫ e^{β(1 − cos v)} / (m sin v) dv, carried in the log domain."""
     from scipy.integrate import quad
 
+    gap = float(check_positive_scalar(gap, "gap", what="gap"))
+    if gap > math.pi:
+        expected("gap", "a gap 0 < gap <= π between two clusters on the circle", gap)
+    mass = float(check_positive_scalar(mass, "mass", what="mass"))
+    beta = float(check_beta(beta, positive=True))
     end = min(gap, 0.1 / math.sqrt(beta))
     peak = beta * 2 * math.sin(gap / 2) ** 2
     value, _ = quad(
@@ -27,15 +34,13 @@ def two_body_log_time(gap: float, mass: float, beta: float) -> float:
 
 
 def _check_beta_d(beta, d, normalization):
-    if np.ndim(beta) != 0 or not (math.isfinite(float(beta)) and float(beta) > 0):
-        raise ValueError(f"beta: expected a finite scalar > 0, got {beta!r}")
-    if not (isinstance(d, (int, np.integer)) and d >= 2):
-        raise ValueError(f"d: expected an integer >= 2 (tokens on S^(d-1)), got {d!r}")
+    beta = float(check_beta(beta, positive=True))
+    d = check_int(d, "d", low=2)  # tokens on S^(d-1)
     if normalization not in ("n", "softmax"):
         raise ValueError(
             f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
         )
-    return float(beta), int(d)
+    return beta, d
 
 
 def _log_growth_rates(beta, d, normalization, max_degree):
@@ -96,9 +101,9 @@ def metastable_growth_rates(
         [0.0, 4.87, 14.0, 18.6, 16.35]
     """
     beta, d = _check_beta_d(beta, d, normalization)
-    max_degree = _default_degree(beta) if max_degree is None else int(max_degree)
-    if max_degree < 1:
-        raise ValueError(f"max_degree: expected an integer >= 1, got {max_degree!r}")
+    if max_degree is None:
+        max_degree = _default_degree(beta)
+    max_degree = check_int(max_degree, "max_degree", low=1)
     rates = np.exp(_log_growth_rates(beta, d, normalization, max_degree))
     return np.concatenate([[0.0], rates])
 
