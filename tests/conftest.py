@@ -10,6 +10,7 @@ marker) clears them after every test."""
 import gc
 import os
 import sys
+import tempfile
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The suite compiles hundreds of small programs and runs each briefly: XLA's LLVM optimisation
@@ -18,6 +19,17 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
 ).strip()
+
+# Compiled programs are also kept on disk and shared by the xdist workers and the subprocesses
+# the suite starts (notebooks, CLI, docs build): the same small programs recur across test files,
+# and the per-file cache clearing below would otherwise compile each again (XLA's backend compile
+# is about 60% of the suite's CPU time). JAX keys each entry on the program, the flags and the
+# versions, so a stale entry is never used. ATTNFLOW_TEST_JAX_CACHE=0 turns it off.
+if os.environ.get("ATTNFLOW_TEST_JAX_CACHE", "1") != "0":
+    _cache = os.path.join(tempfile.gettempdir(), f"attnflow-test-jax-cache-{os.getuid()}")
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cache)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
