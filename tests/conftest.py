@@ -52,10 +52,28 @@ def _release_memory():
     gc.collect()
 
 
+def _memory_kb():
+    """(VmRSS, VmHWM) of this process in kB, from /proc (Linux); (0, 0) elsewhere."""
+    try:
+        with open("/proc/self/status") as status:
+            fields = dict(line.split(":", 1) for line in status if line.startswith("Vm"))
+        return tuple(int(fields[k].split()[0]) for k in ("VmRSS", "VmHWM"))
+    except (OSError, KeyError, ValueError):
+        return 0, 0
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _release_compiled_programs_after_each_file():
+def _release_compiled_programs_after_each_file(request):
     yield
+    log = os.environ.get("ATTNFLOW_TEST_MEMLOG")  # a path: one line per test file
+    before = _memory_kb() if log else None
     _release_memory()
+    if log:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        after = _memory_kb()
+        with open(log, "a") as out:
+            out.write(f"{worker} {request.node.nodeid} rss={before[0]} hwm={before[1]} ")
+            out.write(f"rss_after_release={after[0]}\n")
 
 
 @pytest.fixture(autouse=True)
