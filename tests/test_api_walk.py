@@ -32,6 +32,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import attnflow as af
+import attnflow.landscape as landscape
+import attnflow.measures as measures
+import attnflow.models as models
 import attnflow.plot as afplot
 import attnflow.pretrained as afpretrained
 import attnflow.theory as theory
@@ -39,6 +42,9 @@ import attnflow.theory as theory
 NAMESPACES = {
     "attnflow": af,
     "attnflow.theory": theory,
+    "attnflow.landscape": landscape,
+    "attnflow.models": models,
+    "attnflow.measures": measures,
     "attnflow.plot": afplot,
     "attnflow.pretrained": afpretrained,
 }
@@ -133,8 +139,8 @@ RECIPES = {
     ),
     "attnflow.rescale": dict(x=X, t=1.0, V=jnp.eye(3)),
     "attnflow.unrescale": dict(z=X, t=1.0, V=jnp.eye(3)),
-    "attnflow.limit_geometry": dict(z=X, V=jnp.eye(3)),
-    "attnflow.value_spectrum": dict(V=jnp.eye(3)),
+    "attnflow.models.limit_geometry": dict(z=X, V=jnp.eye(3)),
+    "attnflow.models.value_spectrum": dict(V=jnp.eye(3)),
     "attnflow.sinkhorn_potentials": dict(
         logits=jnp.zeros((4, 4)),
         log_weights=jnp.full(4, -jnp.log(4.0)),
@@ -142,13 +148,13 @@ RECIPES = {
         tolerance=None,
     ),
     "attnflow.solve_sde": dict(field=af.SelfAttention(1.0), x0=X, t1=1.0, sigma=0.1, key=jr.key(0)),
-    "attnflow.circle_angles": dict(x=af.circle_tokens(ANGLES)),
+    "attnflow.landscape.circle_angles": dict(x=af.circle_tokens(ANGLES)),
     "attnflow.blocked_attention": dict(queries=X, keys=X, values=X),
-    "attnflow.collision_model": dict(theta0=ANGLES, beta=4.0),
-    "attnflow.rescaled_staircase": dict(theta0=ANGLES, beta=4.0),
-    "attnflow.two_body_log_time": dict(gap=0.5, mass=0.5, beta=4.0),
-    "attnflow.symmetric_configurations": dict(n=4, d=3),
-    "attnflow.configuration_signature": dict(x=X),
+    "attnflow.models.collision_model": dict(theta0=ANGLES, beta=4.0),
+    "attnflow.models.rescaled_staircase": dict(theta0=ANGLES, beta=4.0),
+    "attnflow.theory.two_body_log_time": dict(gap=0.5, mass=0.5, beta=4.0),
+    "attnflow.landscape.symmetric_configurations": dict(n=4, d=3),
+    "attnflow.landscape.configuration_signature": dict(x=X),
     "attnflow.theory.first_order_minimizer_density": dict(x=X, M=jnp.eye(3), eps=0.1),
     "attnflow.theory.rectangle_energy": dict(d1=1.0, d2=2.0, theta=0.5),
     "attnflow.theory.rectangle_critical_angle": dict(d1=1.0, d2=2.0),
@@ -201,7 +207,7 @@ RECIPES = {
     "attnflow.GramStatistic": dict(fn=lambda G: G.min()),
     "attnflow.orthogonal_tokens": dict(n=2, d=3),
     "attnflow.solve_homogenized": dict(x0=X, t1=1.0, key=jr.key(0)),
-    "attnflow.von_mises_fisher_mixture": dict(
+    "attnflow.measures.von_mises_fisher_mixture": dict(
         key=jr.key(0), means=jnp.eye(3)[:2], kappas=jnp.array([1.0, 2.0]), n=4
     ),
 }
@@ -218,7 +224,7 @@ EXCLUDED = {
     "walked in test_pretrained with a tiny checkpoint",
     "attnflow.pretrained.encoder_from_weights": "needs a model's weight dict (test_pretrained)",
     "attnflow.plot.token_movie": "writes a movie file through ffmpeg/pillow (test_plot)",
-    "attnflow.survey_critical_points": "a survey of Newton searches: seconds per hostile call",
+    "attnflow.landscape.survey_critical_points": "a survey of Newton searches: seconds per hostile call",
     "attnflow.sharded_solve": "collectives across 4 host devices; a hostile call that reaches "
     "them can stall the process (its checks are walked in test_sharding)",
     "attnflow.sharded_ensemble_solve": "collectives across 4 host devices (see sharded_solve)",
@@ -276,7 +282,7 @@ RESULT_TYPES = {
 
 
 def public_callables():
-    seen = {}
+    seen, ids = {}, set()
     for prefix, namespace in NAMESPACES.items():
         for name in sorted(dir(namespace)):
             if name.startswith("_"):
@@ -286,7 +292,10 @@ def public_callables():
                 obj = getattr(namespace, name)
             if isinstance(obj, types.ModuleType) or not callable(obj):
                 continue
-            seen.setdefault(f"{prefix}.{name}", obj)
+            if id(obj) in ids:
+                continue  # re-exported under another namespace: walked once, first name
+            ids.add(id(obj))
+            seen[f"{prefix}.{name}"] = obj
     return seen
 
 
@@ -539,27 +548,27 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "string bool",
     ): "the landscape move (helper `fields`): ValueError not naming 'remove_orbit': x: not a critical point: |grad E",
     (
-        "attnflow.collision_model",
+        "attnflow.models.collision_model",
         "beta",
         "complex scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'beta': must be real number, not complex",
     (
-        "attnflow.collision_model",
+        "attnflow.models.collision_model",
         "beta",
         "nan scalar",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.collision_model",
+        "attnflow.models.collision_model",
         "beta",
         "string scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'beta': must be real number, not str",
     (
-        "attnflow.configuration_signature",
+        "attnflow.landscape.configuration_signature",
         "x",
         "complex tokens",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.configuration_signature",
+        "attnflow.landscape.configuration_signature",
         "x",
         "nan tokens",
     ): "the landscape move (helper `fields`): silent",
@@ -585,27 +594,27 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ): "the landscape move (helper `fields`): silent",
     ("attnflow.hardmax", "tol", "nan tolerance"): "the attention fields (helper `fields`): silent",
     (
-        "attnflow.hessian_extreme_eigenvalues",
+        "attnflow.landscape.hessian_extreme_eigenvalues",
         "num_iterations",
         "fractional int",
     ): "the landscape move (helper `fields`): TypeError not naming 'num_iterations': Shapes must be 1D sequences of ",
     (
-        "attnflow.hessian_extreme_eigenvalues",
+        "attnflow.landscape.hessian_extreme_eigenvalues",
         "num_iterations",
         "string int",
     ): "the landscape move (helper `fields`): TypeError not naming 'num_iterations': '<' not supported between insta",
     (
-        "attnflow.hessian_extreme_eigenvalues",
+        "attnflow.landscape.hessian_extreme_eigenvalues",
         "orbit_rtol",
         "nan tolerance",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.hessian_extreme_eigenvalues",
+        "attnflow.landscape.hessian_extreme_eigenvalues",
         "orbit_rtol",
         "negative tolerance",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.hessian_extreme_eigenvalues",
+        "attnflow.landscape.hessian_extreme_eigenvalues",
         "remove_orbit",
         "string bool",
     ): "the landscape move (helper `fields`): silent",
@@ -695,152 +704,152 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "string scalar",
     ): "the attention fields (helper `fields`): TracerIntegerConversionError not naming 'step': The __index__() method",
     (
-        "attnflow.limit_geometry",
+        "attnflow.models.limit_geometry",
         "t",
         "complex scalar",
     ): "the models move (helper `followA`): silent",
     (
-        "attnflow.limit_geometry",
+        "attnflow.models.limit_geometry",
         "z",
         "complex tokens",
     ): "the models move (helper `followA`): silent",
     (
-        "attnflow.limit_geometry",
+        "attnflow.models.limit_geometry",
         "z",
         "nan tokens",
     ): "the models move (helper `followA`): LinAlgError not naming 'z': SVD did not converge",
     (
-        "attnflow.limit_geometry",
+        "attnflow.models.limit_geometry",
         "z",
         "string for tokens",
     ): "the models move (helper `followA`): ValueError not naming 'z': could not convert string to float: 'x'",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "max_steps",
         "fractional int",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "max_steps",
         "fractional max_steps",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "max_steps",
         "string int",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "max_steps",
         "zero max_steps",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "move_particles",
         "string bool",
     ): "the landscape move (helper `fields`): ValueError not naming 'move_particles': points, num_points: give candi",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "num_points",
         "fractional int",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "num_points",
         "string int",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "tol",
         "nan tolerance",
     ): "the landscape move (helper `fields`): ValueError not naming 'tol': points, num_points: give candidate points",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "tol",
         "negative tolerance",
     ): "the landscape move (helper `fields`): ValueError not naming 'tol': points, num_points: give candidate points",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "weights",
         "signed weights",
     ): "the landscape move (helper `fields`): ValueError not naming 'weights': points, num_points: give candidate po",
     (
-        "attnflow.maximize_measure_energy",
+        "attnflow.landscape.maximize_measure_energy",
         "weights",
         "zero weights",
     ): "the landscape move (helper `fields`): ValueError not naming 'weights': points, num_points: give candidate po",
     (
-        "attnflow.measure_stationarity",
+        "attnflow.landscape.measure_stationarity",
         "maximize",
         "string bool",
     ): "the landscape move (helper `fields`): TypeError not naming 'maximize': Error interpreting argument to <funct",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "cg_steps",
         "fractional int",
     ): "the landscape move (helper `fields`): ValueError not naming 'cg_steps': points, num_points: give candidate p",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "cg_steps",
         "string int",
     ): "the landscape move (helper `fields`): ValueError not naming 'cg_steps': points, num_points: give candidate p",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "max_steps",
         "fractional int",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "max_steps",
         "fractional max_steps",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "max_steps",
         "string int",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "max_steps",
         "zero max_steps",
     ): "the landscape move (helper `fields`): ValueError not naming 'max_steps': points, num_points: give candidate ",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "move_particles",
         "string bool",
     ): "the landscape move (helper `fields`): ValueError not naming 'move_particles': points, num_points: give candi",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "newton",
         "string bool",
     ): "the landscape move (helper `fields`): ValueError not naming 'newton': points, num_points: give candidate poi",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "num_points",
         "fractional int",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "num_points",
         "string int",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "tol",
         "nan tolerance",
     ): "the landscape move (helper `fields`): ValueError not naming 'tol': points, num_points: give candidate points",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "tol",
         "negative tolerance",
     ): "the landscape move (helper `fields`): ValueError not naming 'tol': points, num_points: give candidate points",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "weights",
         "signed weights",
     ): "the landscape move (helper `fields`): ValueError not naming 'weights': points, num_points: give candidate po",
     (
-        "attnflow.minimize_measure_energy",
+        "attnflow.landscape.minimize_measure_energy",
         "weights",
         "zero weights",
     ): "the landscape move (helper `fields`): ValueError not naming 'weights': points, num_points: give candidate po",
@@ -972,47 +981,47 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("attnflow.rescale", "t", "complex scalar"): "the attention fields (helper `fields`): silent",
     ("attnflow.rescale", "t", "nan scalar"): "the attention fields (helper `fields`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "atol",
         "nan tolerance",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "atol",
         "negative tolerance",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "beta",
         "complex scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'beta': float() argument must be a string or a re",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "max_steps",
         "fractional int",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "max_steps",
         "fractional max_steps",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "max_steps",
         "string int",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "max_steps",
         "zero max_steps",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "rtol",
         "nan tolerance",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "rtol",
         "negative tolerance",
     ): "the models/metastability move (helper `followA`): silent",
@@ -1042,17 +1051,17 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "string int",
     ): "the attention fields (helper `fields`): TypeError not naming 'query': JAX does not support string indexing; go",
     (
-        "attnflow.rotation_orbit_basis",
+        "attnflow.landscape.rotation_orbit_basis",
         "rtol",
         "nan tolerance",
     ): "the landscape move (helper `fields`): raw ZeroDivisionError",
     (
-        "attnflow.rotation_orbit_basis",
+        "attnflow.landscape.rotation_orbit_basis",
         "rtol",
         "negative tolerance",
     ): "the landscape move (helper `fields`): silent",
     (
-        "attnflow.sinkhorn_divergence",
+        "attnflow.measures.sinkhorn_divergence",
         "max_iterations",
         "string int",
     ): "the measures move (helper `followA`): TypeError not naming 'max_iterations': unsupported operand type(s) for",
@@ -1077,22 +1086,22 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "negative tolerance",
     ): "the attention fields (helper `fields`): raw JaxRuntimeError",
     (
-        "attnflow.sliced_wasserstein",
+        "attnflow.measures.sliced_wasserstein",
         "num_projections",
         "fractional int",
     ): "the measures move (helper `followA`): TypeError not naming 'num_projections': Shapes must be 1D sequences of",
     (
-        "attnflow.sliced_wasserstein",
+        "attnflow.measures.sliced_wasserstein",
         "num_projections",
         "string int",
     ): "the measures move (helper `followA`): TypeError not naming 'num_projections': '<' not supported between inst",
     (
-        "attnflow.sliced_wasserstein",
+        "attnflow.measures.sliced_wasserstein",
         "x",
         "nan tokens",
     ): "the measures move (helper `followA`): silent",
     (
-        "attnflow.sliced_wasserstein",
+        "attnflow.measures.sliced_wasserstein",
         "y",
         "nan tokens",
     ): "the measures move (helper `followA`): silent",
@@ -1500,69 +1509,69 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "nan tokens",
     ): "the theory package move (helper `followA`): silent",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "beta",
         "complex scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'beta': must be real number, not complex",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "beta",
         "nan scalar",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "beta",
         "string scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'beta': must be real number, not str",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "gap",
         "complex scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'gap': '<' not supported between instances of 'fl",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "gap",
         "nan scalar",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "gap",
         "string scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'gap': '<' not supported between instances of 'fl",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "mass",
         "complex scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'mass': must be real number, not complex",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "mass",
         "nan scalar",
     ): "the models/metastability move (helper `followA`): silent",
     (
-        "attnflow.two_body_log_time",
+        "attnflow.theory.two_body_log_time",
         "mass",
         "string scalar",
     ): "the models/metastability move (helper `followA`): TypeError not naming 'mass': must be real number, not str",
     ("attnflow.unrescale", "t", "complex scalar"): "the attention fields (helper `fields`): silent",
     ("attnflow.unrescale", "t", "nan scalar"): "the attention fields (helper `fields`): silent",
     (
-        "attnflow.value_spectrum",
+        "attnflow.models.value_spectrum",
         "rtol",
         "nan tolerance",
     ): "the models move (helper `followA`): silent",
     (
-        "attnflow.value_spectrum",
+        "attnflow.models.value_spectrum",
         "rtol",
         "negative tolerance",
     ): "the models move (helper `followA`): silent",
     (
-        "attnflow.von_mises_fisher",
+        "attnflow.measures.von_mises_fisher",
         "kappa",
         "complex scalar",
     ): "the measures move (helper `followA`): TypeError not naming 'kappa': float() argument must be a string or a r",
     (
-        "attnflow.von_mises_fisher",
+        "attnflow.measures.von_mises_fisher",
         "kappa",
         "string scalar",
     ): "the measures move (helper `followA`): TypeError not naming 'kappa': data type '.0' not understood",
@@ -1602,17 +1611,17 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "negative tolerance",
     ): "the landscape move (helper `fields`): ValueError not naming 'tol': x: not a critical point: |grad E| = 1.538",
     (
-        "attnflow.configuration_signature",
+        "attnflow.landscape.configuration_signature",
         "x",
         "string for tokens",
     ): "the landscape move (helper `fields`): ValueError not naming 'x': could not convert string to float: 'not an ",
     (
-        "attnflow.limit_geometry",
+        "attnflow.models.limit_geometry",
         "t",
         "nan scalar",
     ): "the models move (helper `followA`): LinAlgError not naming 't': SVD did not converge",
     (
-        "attnflow.limit_geometry",
+        "attnflow.models.limit_geometry",
         "t",
         "string scalar",
     ): "the models move (helper `followA`): TypeError not naming 't': Value '1.0' with dtype <U3 is not a valid JA",
@@ -1622,12 +1631,12 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "string scalar",
     ): "the attention fields (helper `fields`): TypeError not naming 't': Value '1.0' with dtype <U3 is not a valid JA",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "merge_tol",
         "nan tolerance",
     ): "the models/metastability move (helper `followA`): ValueError not naming 'merge_tol': merge_tol and s_max: expected posit",
     (
-        "attnflow.rescaled_staircase",
+        "attnflow.models.rescaled_staircase",
         "merge_tol",
         "negative tolerance",
     ): "the models/metastability move (helper `followA`): ValueError not naming 'merge_tol': merge_tol and s_max: expected posit",
@@ -1652,22 +1661,22 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "fractional max_steps",
     ): "the SDE driver (helper `solve`): ValueError not naming 'max_steps': `max_steps` must be a Python intege",
     (
-        "attnflow.symmetric_configurations",
+        "attnflow.landscape.symmetric_configurations",
         "d",
         "fractional int",
     ): "the landscape move (helper `fields`): TypeError not naming 'd': 'float' object cannot be interpreted as an i",
     (
-        "attnflow.symmetric_configurations",
+        "attnflow.landscape.symmetric_configurations",
         "d",
         "string int",
     ): "the landscape move (helper `fields`): TypeError not naming 'd': '<' not supported between instances of 'str'",
     (
-        "attnflow.symmetric_configurations",
+        "attnflow.landscape.symmetric_configurations",
         "n",
         "fractional int",
     ): "the landscape move (helper `fields`): TypeError not naming 'n': expected a sequence of integers or a single ",
     (
-        "attnflow.symmetric_configurations",
+        "attnflow.landscape.symmetric_configurations",
         "n",
         "string int",
     ): "the landscape move (helper `fields`): TypeError not naming 'n': '<' not supported between instances of 'str'",
@@ -1752,22 +1761,22 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "string scalar",
     ): "the attention fields (helper `fields`): TypeError not naming 't': Value '1.0' with dtype <U3 is not a valid JA",
     (
-        "attnflow.von_mises_fisher",
+        "attnflow.measures.von_mises_fisher",
         "n",
         "fractional int",
     ): "the measures move (helper `followA`): TypeError not naming 'n': Shapes must be 1D sequences of concrete valu",
     (
-        "attnflow.von_mises_fisher",
+        "attnflow.measures.von_mises_fisher",
         "n",
         "string int",
     ): "the measures move (helper `followA`): TypeError not naming 'n': '<' not supported between instances of 'str'",
     (
-        "attnflow.von_mises_fisher_mixture",
+        "attnflow.measures.von_mises_fisher_mixture",
         "n",
         "fractional int",
     ): "the measures move (helper `followA`): TypeError not naming 'n': Shapes must be 1D sequences of concrete valu",
     (
-        "attnflow.von_mises_fisher_mixture",
+        "attnflow.measures.von_mises_fisher_mixture",
         "n",
         "string int",
     ): "the measures move (helper `followA`): TypeError not naming 'n': Shapes must be 1D sequences of concrete valu",
