@@ -207,6 +207,9 @@ RECIPES = {
     "attnflow.GramStatistic": dict(fn=lambda G: G.min()),
     "attnflow.orthogonal_tokens": dict(n=2, d=3),
     "attnflow.solve_homogenized": dict(x0=X, t1=1.0, key=jr.key(0)),
+    "attnflow.models.random_qk_moments": dict(
+        x=X, beta=1.0, Q=jnp.eye(3)[None], K=jnp.eye(3)[None]
+    ),
     "attnflow.measures.von_mises_fisher_mixture": dict(
         key=jr.key(0), means=jnp.eye(3)[:2], kappas=jnp.array([1.0, 2.0]), n=4
     ),
