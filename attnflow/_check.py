@@ -455,3 +455,32 @@ def check_budget(name: str, requested, limit, *, what: str, hint: str = ""):
             f"{name}: expected a request of at most {limit:.3g} {what}, got {requested:.3g} "
             f"({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
         )
+
+
+def check_real_values(x, name: str, *, low: float | None = None, high: float | None = None):
+    """A real scalar or array of finite values in [low, high] (either bound optional), for the
+    closed forms that broadcast over their arguments: strings, None, complex and boolean inputs
+    are refused, NaN and inf too. Lists become arrays; traced values go through ``eqx.error_if``.
+    Returns the value as an array (use the returned value)."""
+    if isinstance(x, (bool, np.bool_)):
+        expected(name, "real numbers", x)
+    x = as_array(x, name)
+    check_real(x, name)
+    kind = _dtype(x)
+    if not (jnp.issubdtype(kind, jnp.floating) or jnp.issubdtype(kind, jnp.integer)):
+        raise ValueError(f"{name}: expected real numbers, got dtype {kind}")
+    bounds = [f">= {low:g}"] if low is not None else []
+    bounds += [f"<= {high:g}"] if high is not None else []
+    what = "finite values" + (" " + " and ".join(bounds) if bounds else "")
+    if is_traced(x):
+        ok = jnp.isfinite(x)
+        ok = ok & (x >= low) if low is not None else ok
+        ok = ok & (x <= high) if high is not None else ok
+        return eqx.error_if(x, ~jnp.all(ok), f"{name}: expected {what}")
+    values = np.asarray(x)
+    ok = np.isfinite(values)
+    ok = ok & (values >= low) if low is not None else ok
+    ok = ok & (values <= high) if high is not None else ok
+    if not np.all(ok):
+        expected(name, what, float(values[~ok].ravel()[0]))
+    return x

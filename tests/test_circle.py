@@ -118,9 +118,9 @@ def test_bad_inputs_are_rejected_with_clear_messages():
         af.landscape.circle_field(THETA, 1.0, "softplus")
     with pytest.raises(ValueError, match="beta: expected finite values >= 0"):
         theory.tau_star(-1.0)
-    with pytest.raises(ValueError, match="d: expected an integer dimension >= 2"):
+    with pytest.raises(ValueError, match="d: expected an integer >= 2"):
         theory.tau_star(1.0, d=1)
-    with pytest.raises(ValueError, match="n: expected an integer number of tokens >= 2"):
+    with pytest.raises(ValueError, match="n: expected an integer >= 2"):
         theory.strict_saddle_threshold(1)
     with pytest.raises(ValueError, match=r"x: expected tokens on the circle"):
         af.landscape.circle_angles(jnp.zeros((3, 3)))

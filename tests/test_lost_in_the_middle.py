@@ -177,7 +177,7 @@ def test_particle_convergence_rejects_unresolved_sources():
         ({"s": 1.5}, "s: expected source positions"),
         ({"t": -1.0}, "t: expected finite times"),
         ({"beta": 0.0}, "beta: expected a finite number > 0"),
-        ({"lam": -1.0}, "lam: expected a finite number >= 0"),
+        ({"lam": -1.0}, "lam: expected a finite value >= 0"),
         ({"n_max": 0}, "n_max: expected an integer"),
         ({"M": -2.0}, "M: expected a finite number > 0"),
     ],

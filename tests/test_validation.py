@@ -159,3 +159,24 @@ def test_bools_and_dict_keys():
         ValueError, match=r"weights: expected finite non-negative weights with a positive"
     ):
         af.cluster_masses(x, weights=jnp.zeros(4))
+
+
+def test_real_values_refuse_strings_complex_nan_and_out_of_range():
+    from attnflow._check import check_real_values
+
+    assert float(check_real_values(0.5, "t", low=0)) == 0.5
+    assert check_real_values([0.0, 1.0], "t").shape == (2,)
+    for bad, message in [
+        ("1.0", r"t: expected an array"),
+        (True, r"t: expected real numbers"),
+        (1.0 + 1.0j, r"t: expected real numbers"),
+        (float("nan"), r"t: expected finite values"),
+        (-1.0, r"t: expected finite values >= 0, got -1.0"),
+        (jnp.array([0.5, 2.0]), r"t: expected finite values >= 0 and <= 1"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            check_real_values(bad, "t", low=0, high=1) if "<=" in message else check_real_values(
+                bad, "t", low=0
+            )
+    with pytest.raises(RUNTIME_ERRORS, match="t: expected finite values >= 0"):
+        jax.jit(lambda t: check_real_values(t, "t", low=0))(-1.0)

@@ -51,6 +51,7 @@ class CausalALiBiAttention(AbstractAttention):
         self.beta = jnp.asarray(check_beta(beta))
         if jnp.ndim(lam) != 0:
             raise ValueError(f"lam: expected a scalar ALiBi slope, got shape {jnp.shape(lam)}")
+        check_beta(lam, name="lam")  # a real scalar (not a string or complex)
         if not is_traced(lam) and not (np.isfinite(float(lam)) and float(lam) >= 0):
             raise ValueError(f"lam: expected a finite slope λ >= 0, got {float(lam)}")
         self.lam = jnp.asarray(lam)

@@ -31,7 +31,7 @@ def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batc
         >>> af.hardmax(jnp.array([[0.0, 2.0, 2.0], [3.0, 1.0, 0.0]])).tolist()
         [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]]
     """
-    if not is_traced(tol) and float(tol) < 0:
+    if not is_traced(tol) and not float(tol) >= 0:  # NaN too
         raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
     logits = jnp.asarray(logits)
     flat = logits.reshape(-1, logits.shape[-1])
@@ -69,7 +69,7 @@ class HardmaxSelfAttention(AbstractAttention):
     tol: float = eqx.field(static=True)
 
     def __init__(self, Q=None, K=None, V=None, *, tol=0.0):
-        if float(tol) < 0:
+        if not float(tol) >= 0:  # NaN too
             raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
         self.attention = SelfAttention(1.0, Q, K, V)
         self.tol = float(tol)

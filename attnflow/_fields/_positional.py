@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_tokens, is_traced
+from .._check import check_bool, check_int, check_tokens, is_traced
 from .._solve import solve
 from ._base import AbstractAttention
 from ._self_attention import SelfAttention
@@ -34,8 +34,8 @@ def alibi_bias(n: int, slope, *, causal: bool = True, dtype=None) -> Float[Array
         >>> af.alibi_bias(3, 0.5, causal=False).tolist()
         [[-0.0, -0.5, -1.0], [-0.5, -0.0, -0.5], [-1.0, -0.5, -0.0]]
     """
-    if int(n) < 1:
-        raise ValueError(f"n: expected at least one position, got n = {n}")
+    n = check_int(n, "n", low=1)
+    causal = check_bool(causal, "causal")
     if jnp.ndim(slope) != 0:
         raise ValueError(f"slope: expected a scalar ALiBi slope, got shape {jnp.shape(slope)}")
     if not is_traced(slope) and not (np.isfinite(float(slope)) and float(slope) >= 0):
@@ -57,8 +57,7 @@ def alibi_slopes(num_heads: int) -> Float[Array, " heads"]:
         >>> af.alibi_slopes(4).tolist()
         [0.25, 0.0625, 0.015625, 0.00390625]
     """
-    if int(num_heads) < 1:
-        raise ValueError(f"num_heads: expected at least one head, got {num_heads}")
+    num_heads = check_int(num_heads, "num_heads", low=1)
     h = jnp.arange(1, int(num_heads) + 1, dtype=jnp.result_type(float))
     return 2.0 ** (-8.0 * h / num_heads)
 
@@ -169,7 +168,7 @@ def retrieval_profile(
     batch, n, _ = x0.shape
     if batch < 2:
         raise ValueError(f"x0: a Monte Carlo estimate needs at least 2 prompts, got {batch}")
-    if not -n <= int(query) < n:
+    if not -n <= check_int(query, "query") < n:
         raise ValueError(f"query: expected a position in [-{n}, {n}), got {query}")
     # One (batch·n, d) check validates every prompt's tokens at once.
     x0 = check_tokens(x0.reshape(-1, x0.shape[-1]), "x0").reshape(x0.shape)

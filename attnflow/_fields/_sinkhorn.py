@@ -27,6 +27,7 @@ from jaxtyping import Array, Float
 
 from .._check import (
     check_beta,
+    check_int,
     check_matrix,
     check_shape_tokens,
     check_symmetric,
@@ -39,15 +40,14 @@ from ._self_attention import SelfAttention
 
 
 def _check_iterations(iterations, tolerance):
-    if int(iterations) < 1:
-        raise ValueError(
-            f"iterations: expected a positive number of Sinkhorn sweeps, got {iterations}"
-        )
+    check_int(iterations, "iterations", low=1)
     if tolerance is not None and not float(tolerance) >= 0:
         raise ValueError(
             f"tolerance: expected a marginal tolerance >= 0 (or None for "
             f"100·machine epsilon), got {tolerance}"
         )
+    if tolerance is not None:
+        check_beta(tolerance, name="tolerance")  # a finite real >= 0 (0: fixed sweeps)
 
 
 def _sweep_v(logits, log_w, u):
@@ -128,6 +128,7 @@ def sinkhorn_potentials(
         >>> bool(jnp.allclose(A.sum(0), 1) and jnp.allclose(A.sum(1), 1))
         True
     """
+    _check_iterations(iterations, tolerance)
     log_w = log_weights
     n = logits.shape[0]
     u = jnp.zeros(n, logits.dtype)

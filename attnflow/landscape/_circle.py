@@ -13,7 +13,7 @@ from typing import Literal
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, is_traced
+from .._check import check_beta, check_int, check_real_values
 
 
 def _check_angles(theta):
@@ -152,8 +152,7 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
 
 
 def _check_dimension(d):
-    if int(d) != d or d < 2:
-        raise ValueError(f"d: expected an integer dimension >= 2, got {d}")
+    return check_int(d, "d", low=2)
 
 
 def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*shape"]:
@@ -169,12 +168,10 @@ def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*sha
         >>> round(float(af.theory.tau_star(6.0)), 6)
         0.402377
     """
-    _check_dimension(d)
-    beta = jnp.asarray(beta)
+    d = _check_dimension(d)
+    beta = check_real_values(beta, "beta", low=0)
     if not jnp.issubdtype(beta.dtype, jnp.floating):
         beta = beta.astype(float)
-    if not is_traced(beta) and not bool(jnp.all(jnp.isfinite(beta) & (beta >= 0))):
-        raise ValueError(f"beta: expected finite values >= 0, got {beta}")
     a = d - 1
     cos = 2 * beta / (a + jnp.sqrt(a**2 + 4 * beta**2))
     # sin² = a cos / β = 2a / (a + √(a² + 4β²)): finite at β = 0
@@ -195,8 +192,7 @@ def strict_saddle_threshold(n: int) -> float:
         >>> [round(af.theory.strict_saddle_threshold(n), 2) for n in (4, 8, 32)]
         [3.46, 19.69, 389.31]
     """
-    if int(n) != n or n < 2:
-        raise ValueError(f"n: expected an integer number of tokens >= 2, got {n}")
+    n = check_int(n, "n", low=2)
     a = math.pi / (2 * (int(n) - 1))
     return math.cos(a) / math.sin(a) ** 2
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_beta, check_shape_tokens
+from .._check import check_beta, check_int, check_tokens, check_tolerance
 
 _PHI = (1 + math.sqrt(5)) / 2
 
@@ -44,9 +44,8 @@ def simplex(n: int, d: int | None = None, dtype=None) -> Float[Array, "n d"]:
         >>> x.shape, round(float(x[0] @ x[1]), 6)
         ((4, 3), -0.333333)
     """
-    if n < 1:
-        raise ValueError(f"n: expected at least one vertex, got n = {n}")
-    d = max(n - 1, 2) if d is None else d
+    n = check_int(n, "n", low=1)
+    d = max(n - 1, 2) if d is None else check_int(d, "d")
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n > d + 1:
@@ -72,6 +71,7 @@ def cross_polytope(d: int, dtype=None) -> Float[Array, "n d"]:
         >>> theory.cross_polytope(3).shape
         (6, 3)
     """
+    d = check_int(d, "d")
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     eye = np.eye(d)
@@ -86,8 +86,7 @@ def regular_polygon(n: int, dtype=None) -> Float[Array, "n 2"]:
         >>> round(float(theory.regular_polygon(4)[1, 1]), 6)
         1.0
     """
-    if n < 1:
-        raise ValueError(f"n: expected at least one vertex, got n = {n}")
+    n = check_int(n, "n", low=1)
     angles = 2 * np.pi * np.arange(n) / n
     return _as_tokens(np.stack([np.cos(angles), np.sin(angles)], axis=1), dtype)
 
@@ -184,7 +183,7 @@ def _polygon_spectrum(n: int) -> tuple[tuple[float, float], ...]:
 def _require(name, value, what):
     if value is None:
         raise ValueError(f"{what}: the {name!r} family needs {what}, got None")
-    return int(value)
+    return check_int(value, what)
 
 
 KNOWN_SPECTRA = {
@@ -251,14 +250,14 @@ def _size(name: str, n: int | None, d: int | None) -> tuple[int, int]:
     if name in _SIZES:
         fixed = _SIZES[name]
         for label, given, value in (("n", n, fixed[0]), ("d", d, fixed[1])):
-            if given is not None and int(given) != value:
+            if given is not None and check_int(given, label) != value:
                 raise ValueError(
                     f"{label}: the {name} configuration has {label} = {value}, got {given}"
                 )
         return fixed
     if name == "simplex":
         n = _require(name, n, "n")
-        d = max(n - 1, 2) if d is None else int(d)
+        d = max(n - 1, 2) if d is None else check_int(d, "d")
         if n > d + 1:
             raise ValueError(
                 f"n: a regular simplex in R^{d} has at most {d + 1} vertices, got n = {n}"
@@ -266,11 +265,11 @@ def _size(name: str, n: int | None, d: int | None) -> tuple[int, int]:
         return n, d
     if name == "cross-polytope":
         d = _require(name, d, "d")
-        if n is not None and int(n) != 2 * d:
+        if n is not None and check_int(n, "n") != 2 * d:
             raise ValueError(f"n: the cross-polytope in R^{d} has n = 2d = {2 * d}, got {n}")
         return 2 * d, d
     n = _require(name, n, "n")
-    if d is not None and int(d) != 2:
+    if d is not None and check_int(d, "d") != 2:
         raise ValueError(f"d: the regular polygon lives on the circle, d = 2, got {d}")
     return n, 2
 
@@ -366,7 +365,8 @@ def inner_product_spectrum(
         >>> [round(float(v), 4) for v in values], mult.tolist()
         ([-1.0, -0.4472, 0.4472], [1.0, 5.0, 5.0])
     """
-    check_shape_tokens(x)
+    x = check_tokens(x, unit=False)
+    tol = check_tolerance(tol, "tol")
     points = np.asarray(x, dtype=np.float64)
     n = points.shape[0]
     if n < 2:
@@ -412,7 +412,9 @@ def design_strength(
         >>> theory.design_strength(theory.icosahedron())
         5
     """
-    check_shape_tokens(x)
+    x = check_tokens(x, unit=False)
+    max_degree = check_int(max_degree, "max_degree", low=1)
+    tol = check_tolerance(tol, "tol")
     points = np.asarray(x, dtype=np.float64)
     n, d = points.shape
     gram = np.clip(points @ points.T, -1.0, 1.0)

@@ -11,13 +11,12 @@ import math
 from fractions import Fraction
 from typing import Literal
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import is_traced
+from .._check import check_real_values, is_traced
 
 _EULER_GAMMA = 0.57721566490153286061
 
@@ -47,8 +46,8 @@ def _check_delta(delta):
     return value
 
 
-def _float_array(x):
-    x = jnp.asarray(x)
+def _float_array(x, name, **bounds):
+    x = check_real_values(x, name, **bounds)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
@@ -58,16 +57,7 @@ def _as(x, *values):
 
 def _check_nonnegative(x, name):
     """Finite and >= 0, elementwise; eqx.error_if when traced."""
-    x = _float_array(x)
-    if is_traced(x):
-        return eqx.error_if(
-            x, ~jnp.all(jnp.isfinite(x) & (x >= 0)), f"{name}: expected finite values >= 0"
-        )
-    values = np.asarray(x)
-    if not np.all(np.isfinite(values) & (values >= 0)):
-        bad = values[~(np.isfinite(values) & (values >= 0))].ravel()[0]
-        raise ValueError(f"{name}: expected finite values >= 0, got {bad}")
-    return x
+    return _float_array(x, name, low=0)
 
 
 def _series(x, terms, update):
@@ -185,7 +175,7 @@ def clustering_time(
     n = _check_n(n)
     delta = _check_delta(delta)
     _check_normalization(normalization)
-    beta = _check_nonnegative(_float_array(beta), "beta")
+    beta = _check_nonnegative(beta, "beta")
     return _clustering_time_jit(beta, *_as(beta, n, delta), normalization)
 
 
@@ -266,8 +256,8 @@ def orthogonal_inner_product(
     """
     n = _check_n(n)
     _check_normalization(normalization)
-    t = _check_nonnegative(_float_array(t), "t")
-    beta = _check_nonnegative(_float_array(beta), "beta")
+    t = _check_nonnegative(t, "t")
+    beta = _check_nonnegative(beta, "beta")
     dtype = jnp.result_type(t, beta)
     t, beta = t.astype(dtype), beta.astype(dtype)
     return _orthogonal_inner_product_jit(t, beta, jnp.asarray(n, dtype), normalization)
@@ -285,7 +275,7 @@ def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape
         True
     """
     n = _check_n(n)
-    t = _check_nonnegative(_float_array(t), "t")
+    t = _check_nonnegative(t, "t")
     return _beta0_inner_product(t, n)
 
 
@@ -339,7 +329,7 @@ def clustering_beta(
     n = _check_n(n)
     delta = _check_delta(delta)
     _check_normalization(normalization)
-    t = _check_nonnegative(_float_array(t), "t")
+    t = _check_nonnegative(t, "t")
     return _clustering_beta_jit(t, *_as(t, n, delta), normalization)
 
 
@@ -394,7 +384,7 @@ def cone_collapse_rate(
     """
     n = _check_n(n, minimum=1)
     power = _weight_exponent(normalization)
-    beta = _check_nonnegative(_float_array(beta), "beta")
+    beta = _check_nonnegative(beta, "beta")
     return jnp.exp(-power * beta) / (4 * n)
 
 
@@ -419,6 +409,6 @@ def cone_collapse_bound(
     """
     n = _check_n(n, minimum=1)
     power = _weight_exponent(normalization)
-    beta = _check_nonnegative(_float_array(beta), "beta")
-    t = _float_array(t)
+    beta = _check_nonnegative(beta, "beta")
+    t = _float_array(t, "t")
     return 0.5 * jnp.exp(-(t - t0) * jnp.exp(-power * beta) / (2 * n))

@@ -10,13 +10,21 @@ function.
 import equinox as eqx
 import numpy as np
 
-from .._check import MAX_GRID_POINTS, check_beta, check_budget, check_int
+from .._check import MAX_GRID_POINTS, check_beta, check_budget, check_int, check_real_values
 
 
 def _check_dimension(d) -> float:
-    if np.ndim(d) != 0 or not float(d) >= 2:
+    """A real dimension d >= 2 (the closed forms are analytic in d; figures plot them on a fine
+    grid of d)."""
+    if np.ndim(d) != 0:
+        raise ValueError(f"d: expected a token dimension d >= 2, got {d}")
+    if not float(check_real_values(d, "d")) >= 2:
         raise ValueError(f"d: expected a token dimension d >= 2, got {d}")
     return float(d)
+
+
+def _real(x, name, **bounds):
+    return np.asarray(check_real_values(x, name, **bounds), dtype=float)
 
 
 def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
@@ -33,9 +41,10 @@ def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
         >>> float(b), float(s2)
         (0.375, 0.125)
     """
-    rho = np.asarray(rho, dtype=float)
+    rho = _real(rho, "rho", low=-1.0, high=1.0)
     d = _check_dimension(d)
-    p = 1.0 / (1.0 + np.exp(float(beta) * (1.0 - rho)))
+    beta = _real(beta, "beta")
+    p = 1.0 / (1.0 + np.exp(beta * (1.0 - rho)))
     q = 1.0 - p
     s2 = float(noise) ** 2
     one_minus = 1.0 - rho**2
@@ -59,7 +68,7 @@ def homogenized_antipodal_rate(beta, d):
         >>> round(float(af.theory.homogenized_antipodal_rate(0.0, 8)), 6)
         0.625
     """
-    w = np.exp(2.0 * np.asarray(beta, dtype=float))
+    w = np.exp(2.0 * _real(beta, "beta"))
     d = _check_dimension(d)
     return 2 * (2 * d * w - w * w - 4 * w - 1) / (d * (w + 1) ** 2)
 
@@ -73,7 +82,7 @@ def homogenized_critical_beta(d):
         >>> round(float(af.theory.homogenized_critical_beta(4)), 6)
         0.658479
     """
-    d = np.asarray(d, dtype=float)
+    d = _real(d, "d")
     return 0.5 * np.arccosh(np.maximum(d - 2.0, 1.0))
 
 
@@ -95,8 +104,8 @@ def homogenized_collapse_probability(beta, d, *, rho0=None, value_mean=0.0, num=
         True
     """
     d = _check_dimension(d)
-    beta = float(beta)
-    mu = float(value_mean)
+    beta = float(_real(beta, "beta"))
+    mu = float(_real(value_mean, "value_mean"))
     if not mu >= 0:
         raise ValueError(f"value_mean: expected μ >= 0 (the ρ = 1 end stays attracting), got {mu}")
 

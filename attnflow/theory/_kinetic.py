@@ -29,18 +29,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import is_traced
+from .._check import check_beta, check_positive_scalar, check_real_values, is_traced
 
 
 def _scalar(value, name, *, positive):
     if is_traced(value) or jnp.ndim(value) != 0:
         raise ValueError(f"{name}: expected a Python/NumPy scalar, got {value!r}")
-    value = float(value)
-    ok = value > 0 if positive else value >= 0
-    if not (math.isfinite(value) and ok):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name}: expected a finite number {bound}, got {value}")
-    return value
+    if positive:
+        return float(check_positive_scalar(value, name, what="number"))
+    return float(check_beta(value, name=name))
 
 
 def _check_modes(M, n_max):
@@ -59,8 +56,8 @@ def _check_values(x, name, ok, expected):
         raise ValueError(f"{name}: expected {expected}, got {values[~good].ravel()[0]}")
 
 
-def _float(x):
-    x = jnp.asarray(x)
+def _float(x, name):
+    x = check_real_values(x, name)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
@@ -121,7 +118,7 @@ def psi(c: ArrayLike, y: ArrayLike) -> Float[Array, "*shape"]:
         >>> round(float(th.psi(2.0, 0.0)), 12), round(float(th.psi(1.0, 1.0)), 6)
         (2.0, 1.590637)
     """
-    c, y = jnp.broadcast_arrays(_float(c), _float(y))
+    c, y = jnp.broadcast_arrays(_float(c, "c"), _float(y, "y"))
     z = 2 * jnp.sqrt(jnp.maximum(c * y, 0.0))
     return c * jnp.exp(_log_psi_ratio(z))
 
@@ -211,7 +208,7 @@ def lost_in_the_middle_profile(
     beta = _scalar(beta, "beta", positive=True)
     lam = _scalar(lam, "lam", positive=False)
     M, n_max = _check_modes(M, n_max)
-    s, t = jnp.broadcast_arrays(_float(s), _float(t))
+    s, t = jnp.broadcast_arrays(_float(s, "s"), _float(t, "t"))
     dtype = jnp.promote_types(s.dtype, t.dtype)
     s, t = s.astype(dtype), t.astype(dtype)
     _check_values(s, "s", lambda v: (v > 0) & (v <= 1), "source positions in (0, 1]")

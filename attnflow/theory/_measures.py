@@ -30,6 +30,8 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 
+from .._check import check_positive_scalar, check_real_values, check_tolerance
+
 __all__ = [
     "antipodal_energy",
     "dirac_energy",
@@ -176,6 +178,7 @@ def minimizer(D, *, tol: float = 1e-12):
         >>> theory.minimizer(np.diag([0.0, 2.0]))[2:]
         ('kernel', 1.0)
     """
+    tol = float(check_tolerance(tol, "tol"))
     D = _symmetric(D)
     d = D.shape[0]
     lam, vecs = np.linalg.eigh(D)
@@ -215,7 +218,7 @@ def uniform_potential(D, x):
         1.175201
     """
     D = _symmetric(D)
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(check_real_values(x, "x"), dtype=np.float64)
     if x.shape[-1] != D.shape[0]:
         raise ValueError(f"x: expected points of dimension {D.shape[0]}, got shape {x.shape}")
     return _psi(np.linalg.norm(x @ D, axis=-1), D.shape[0])
@@ -235,7 +238,7 @@ def uniform_wasserstein_gradient(D, x):
         True
     """
     D = _symmetric(D)
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(check_real_values(x, "x"), dtype=np.float64)
     if x.shape[-1] != D.shape[0]:
         raise ValueError(f"x: expected points of dimension {D.shape[0]}, got shape {x.shape}")
     z = x @ D
@@ -307,8 +310,7 @@ def first_order_minimizer_coefficient(beta: float = 1.0, d: int = 2) -> float:
         >>> round(theory.first_order_minimizer_coefficient(1.0, 2) / 2, 4)
         2.0817
     """
-    if not (np.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta: expected a finite value > 0, got {beta}")
+    beta = float(check_positive_scalar(beta, "beta"))
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"d: expected an integer dimension >= 2, got {d!r}")
     return float(beta * scipy.special.ive(d / 2, beta) / scipy.special.ive(d / 2 + 1, beta))
@@ -327,7 +329,7 @@ def first_order_minimizer_density(x, M, eps, beta: float = 1.0):
     """
     M = _symmetric(M, "M")
     d = M.shape[0]
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(check_real_values(x, "x"), dtype=np.float64)
     if x.shape[-1] != d:
         raise ValueError(f"x: expected points of dimension {d}, got shape {x.shape}")
     quad = np.einsum("...i,ij,...j->...", x, M, x) - np.trace(M) / d
