@@ -7,6 +7,7 @@ file the caches are cleared and matplotlib's figures closed, so a worker holds t
 one file at a time; a file whose tests compile independent programs (``release_compiled``
 marker) clears them after every test."""
 
+import ctypes
 import gc
 import os
 import sys
@@ -50,6 +51,16 @@ def _release_memory():
         plt.close("all")
     jax.clear_caches()
     gc.collect()
+    _return_freed_heap()
+
+
+def _return_freed_heap():
+    """Hand the heap freed by the cleared caches back to the OS (glibc keeps it otherwise, and
+    a worker's resident memory only grows); a no-op where there is no glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _memory_kb():

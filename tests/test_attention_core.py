@@ -251,7 +251,7 @@ def test_field_input_and_parameter_errors():
         af.SelfAttention(1.0)(0.0, x, jnp.zeros(4))
     with pytest.raises(ValueError, match="rtol: expected a finite tolerance > 0"):
         af.sharded_solve(af.SelfAttention(1.0), x, 1.0, rtol=-1.0)
-    with pytest.raises(ValueError, match="lam: expected a finite slope"):
+    with pytest.raises(ValueError, match="lam: expected a finite value >= 0"):
         af.CausalALiBiAttention(1.0, -1.0)
     with pytest.raises(ValueError, match="mask: expected None, 'causal'"):
         af.attention(x, x, x, mask="upper")
