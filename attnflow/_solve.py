@@ -418,12 +418,10 @@ def solve(
         >>> import diffrax, equinox as eqx, jax, jax.numpy as jnp, jax.random as jr
         >>> import attnflow as af
         >>> x0 = af.random_tokens(jr.key(0), 8, 3)
-        >>> sol = af.solve(af.SelfAttention(1.0), x0, 5.0)
-        >>> sol.ys.shape
-        (1, 8, 3)
-        >>> sol = af.solve(af.SelfAttention(1.0), x0, 5.0, saveat=diffrax.SaveAt(dense=True))
-        >>> sol.evaluate(2.5).shape
-        (8, 3)
+        >>> saveat = diffrax.SaveAt(t1=True, dense=True)  # x(t1), and x(t) for any t in [0, t1]
+        >>> sol = af.solve(af.SelfAttention(1.0), x0, 5.0, saveat=saveat)
+        >>> sol.ys.shape, sol.evaluate(2.5).shape
+        ((1, 8, 3), (8, 3))
         >>> @eqx.filter_jit
         ... def loss(field, x0):
         ...     x = af.solve(field, x0, 2.0).ys[-1]

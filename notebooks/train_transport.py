@@ -36,7 +36,7 @@ QUICK = os.environ.get("ATTNFLOW_QUICK", "0") == "1"
 
 N = 16 if QUICK else 64  # tokens
 PIECES = 2 if QUICK else 4  # layers with their own (Q, K, V)
-STEPS = 50 if QUICK else 400  # optimiser steps
+STEPS = 30 if QUICK else 400  # optimiser steps
 T1 = 3.0  # depth: the flow runs for time T1
 BETA = 4.0
 KAPPA = 8.0  # MMD kernel concentration

@@ -12,6 +12,7 @@ import pytest
 from safetensors.numpy import load_file
 from scipy.integrate import solve_ivp
 from scipy.sparse.csgraph import connected_components
+from shared_runs import computed_once, reused
 from test_pretrained import minilm_folder, np_encoder
 
 from attnflow import pretrained
@@ -32,7 +33,14 @@ def minilm():
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory, minilm):
+def shared():
+    """The CLI run and the notebook compute each figure once (same model, paragraph, preset)."""
+    with computed_once(fig1, fig1_flow) as calls:
+        yield calls
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory, minilm, shared):
     folder = tmp_path_factory.mktemp("fig1")
     for name in ("fig1", "fig1-flow"):
         assert main(["figure", name, "--quick", "--out", str(folder)]) == 0
@@ -169,14 +177,16 @@ def test_fig1_flow_against_references(out, minilm):
     assert np.all(data["sim_mean_cosine"][stack, :, -1] > last + 0.3)
 
 
-def test_notebook_runs_at_quick_size(out, minilm, tmp_path, monkeypatch):
+def test_notebook_runs_at_quick_size(out, shared, minilm, tmp_path, monkeypatch):
     """The notebook's printed numbers against the NumPy forward pass: mean cosine, cluster
     counts (scipy components) and the identity baseline's MMD² (the formula)."""
-    del out  # after the CLI, so the compiled forward passes and solves are reused
+    del out  # after the CLI: the notebook's two computations are the CLI's (`shared`)
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")
     monkeypatch.setenv("ATTNFLOW_OUT", str(tmp_path / "pictures"))
     monkeypatch.chdir(tmp_path)
+    before = reused(shared)
     ns = runpy.run_path(str(NOTEBOOKS / "fig1.py"), run_name="__main__")
+    assert reused(shared) == before + 2  # fig1 and fig1-flow, as the CLI computed them
     import matplotlib.pyplot as plt
 
     plt.close("all")

@@ -7,8 +7,10 @@ import runpy
 import numpy as np
 import pytest
 from scipy.integrate import quad
+from shared_runs import computed_once, reused
 
 from attnflow.cli import main
+from attnflow.figures import fig3, fig5
 
 # Every test reads the files of one command-line run of the figures (the `out` fixture).
 pytestmark = pytest.mark.slow
@@ -17,7 +19,14 @@ NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
+def shared():
+    """The CLI run and the notebooks compute each figure once (same preset and seed)."""
+    with computed_once(fig3, fig5) as calls:
+        yield calls
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory, shared):
     folder = tmp_path_factory.mktemp("figures")
     for name in ("fig3", "fig5"):
         assert main(["figure", name, "--quick", "--out", str(folder)]) == 0
@@ -63,9 +72,12 @@ def test_fig3_curve_and_small_beta_clustering(out):
     assert data["d"].tolist() == [2, 16] and data["P"][1, 0, -1] == 1.0
 
 
-def test_fig3_notebook(monkeypatch):
+def test_fig3_notebook(out, shared, monkeypatch):
+    del out  # after the CLI: the notebook's fig3.compute is the CLI's (`shared`)
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    before = reused(shared)
     nb = runpy.run_path(str(NOTEBOOKS / "fig3.py"), run_name="__main__")
+    assert reused(shared) == before + 1
     n, delta, beta = nb["n"], nb["params"]["delta"], nb["beta"]
     # The exact t* it prints against (6.9) integrated by quadrature; the authors' Euler
     # scheme (step 0.1) reaches 1 − δ late, by less than 15%.
@@ -77,9 +89,12 @@ def test_fig3_notebook(monkeypatch):
     assert np.all(nb["P"][:, -1] == 1.0) and np.all(nb["P"][:, 0] == 0.0)
 
 
-def test_fig5_notebook(monkeypatch):
+def test_fig5_notebook(out, shared, monkeypatch):
+    del out  # after the CLI: the notebook's fig5.compute is the CLI's (`shared`)
     monkeypatch.setenv("ATTNFLOW_QUICK", "1")
+    before = reused(shared)
     nb = runpy.run_path(str(NOTEBOOKS / "fig5.py"), run_name="__main__")
+    assert reused(shared) == before + 1
     P = nb["data"]["P"]
     assert P.shape == (4, nb["params"]["n_betas"], nb["params"]["n_ts"])
     # Probabilities with a denominator R n (n − 1): multiples of 1/48 at the quick size.

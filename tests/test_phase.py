@@ -1,6 +1,8 @@
 """phase_diagram: against per-system scipy solves, the closed-form curve Γ_∞,δ, the unreduced
 simulation in R^d, and sampling checks of the Bartlett factor and the Fig. 5 ensembles."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -18,6 +20,12 @@ from attnflow._phase._log_distance import LOG_ZERO, LogDistance
 
 TS = np.linspace(0.0, 16.0, 9)
 SMALL = dict(chunk_size=4, beta_block=2)  # one compiled shape shared by most tests
+# The engine compiles its call once per device it runs on (conftest: four CPU devices), and the
+# calls go round-robin over the devices: a grid that fits in one call compiles once.
+# Eight realisations: calls of 5 (the second padded) × 2 β, a queue of 4 slots, shared by the
+# layout tests and the other tests of 8 realisations in float64.
+LAYOUT = dict(chunk_size=5, beta_block=2, slots=4)
+ONE_CALL = dict(chunk_size=8, beta_block=2)  # 8 realisations × 2 β in one call (float32 tests)
 
 
 def scipy_fraction(x0, beta, ts, normalization="softmax", Q=None, K=None, V=None, delta=1e-3):
@@ -117,9 +125,9 @@ def test_many_save_times_per_step_and_coincident_tokens():
 def test_log_and_plain_distance_forms_agree():
     """float32 with δ below the log form's floor (16 × 100 eps) runs in plain distances D."""
     x0 = af.bartlett_tokens(jr.key(8), 6, 64, (8,))
-    kw = dict(betas=[0.5, 3.0], ts=TS, delta=1e-4, **SMALL)
-    plain = af.phase_diagram_from_tokens(x0.astype(jnp.float32), **kw)
-    logarithmic = af.phase_diagram_from_tokens(x0, rtol=1e-8, atol=1e-10, **kw)
+    kw = dict(betas=[0.5, 3.0], ts=TS, delta=1e-4)
+    plain = af.phase_diagram_from_tokens(x0.astype(jnp.float32), **kw, **ONE_CALL)
+    logarithmic = af.phase_diagram_from_tokens(x0, rtol=1e-8, atol=1e-10, **kw, **LAYOUT)
     assert np.abs(np.asarray(plain) - np.asarray(logarithmic)).max() <= 0.05
     assert float(plain[0, -1]) == 1.0 and float(plain[0, 0]) == 0.0
 
@@ -144,7 +152,7 @@ def test_agrees_with_clustering_curve():
     ts = np.linspace(0.0, 16.0, 9)
     P = np.asarray(
         af.phase_diagram(
-            jr.key(4), n=6, d=256, betas=betas, ts=ts, realizations=8, progress=False, **SMALL
+            jr.key(4), n=6, d=256, betas=betas, ts=ts, realizations=8, progress=False, **LAYOUT
         )
     )
     t_star = np.asarray(th.clustering_time(betas, 6))
@@ -154,28 +162,44 @@ def test_agrees_with_clustering_curve():
     assert np.all(P[below] >= 0.97) and np.all(P[above] <= 0.03)
 
 
+# Three layouts of one grid (n = 6, d = 256, 3 β × 8 realisations, with statistics), each run once
+# per module: the CPU preset as calls of 5 realisations × 2 β (both axes padded) on a queue of
+# 4 slots with the counts summed on the host; the accelerator preset (every system in flight in
+# one call, counts summed on the device); and the CPU preset's calls with the counts summed on
+# the devices (backend "gpu"), which compiles nothing new.
+LAYOUT_GRID = dict(n=6, d=256, betas=[0.5, 3.0, 7.0], ts=TS, realizations=8, progress=False)
+LAYOUTS = {
+    "cpu": dict(backend="cpu", **LAYOUT),
+    "accelerator": dict(backend="accelerator"),
+    "device sums": dict(backend="gpu", **LAYOUT),
+}
+
+
+@functools.cache
+def _layout_result(layout):
+    return af.phase_diagram(jr.key(5), statistics=True, **LAYOUT_GRID, **LAYOUTS[layout])
+
+
 def test_deterministic_and_invariant_to_chunking():
-    kw = dict(n=6, d=256, betas=[0.5, 3.0, 7.0], ts=TS, realizations=8, progress=False)
-    a = np.asarray(af.phase_diagram(jr.key(5), **kw, **SMALL))
-    # A different call shape and a queue of 3 lanes refilled one at a time.
-    b = np.asarray(af.phase_diagram(jr.key(5), **kw, chunk_size=3, beta_block=3, slots=3))
-    np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(a, np.asarray(af.phase_diagram(jr.key(5), **kw, **SMALL)))
-    assert not np.array_equal(a, np.asarray(af.phase_diagram(jr.key(6), **kw, **SMALL)))
+    a = np.asarray(_layout_result("cpu").probability)
+    # A different call shape: one call of 8 realisations × 3 β, every system in flight.
+    np.testing.assert_array_equal(a, _layout_result("accelerator").probability)
+    again = af.phase_diagram(jr.key(5), **LAYOUT_GRID, **LAYOUTS["cpu"])
+    np.testing.assert_array_equal(a, np.asarray(again))
+    other_key = af.phase_diagram(jr.key(6), **LAYOUT_GRID, **LAYOUTS["cpu"])
+    assert not np.array_equal(a, np.asarray(other_key))
 
 
 def test_accelerator_layout_gives_bitwise_the_cpu_results():
     """The accelerator preset (every system of a call in flight, counts summed on the device)
     forced on the CPU: the same float64 P and the same steps of every system as the CPU
-    preset (as a queue of 4 slots) and a third, odd layout."""
-    kw = dict(n=6, d=256, betas=[0.5, 3.0, 7.0], ts=TS, realizations=8, progress=False)
-    kw.update(statistics=True)
-    # At this size the CPU preset holds every system in flight too: give it a queue.
-    cpu = af.phase_diagram(jr.key(5), backend="cpu", chunk_size=4, beta_block=2, slots=4, **kw)
-    accelerator = af.phase_diagram(jr.key(5), backend="accelerator", **kw)
-    odd = af.phase_diagram(jr.key(5), backend="gpu", chunk_size=3, beta_block=2, slots=5, **kw)
+    preset (as a queue of 4 slots over padded calls), also with its counts summed on the
+    devices."""
+    cpu = _layout_result("cpu")
+    accelerator = _layout_result("accelerator")
+    device_sums = _layout_result("device sums")
     assert accelerator.slot_steps != cpu.slot_steps  # the layouts do differ
-    for other in (accelerator, odd):
+    for other in (accelerator, device_sums):
         np.testing.assert_array_equal(other.probability, cpu.probability)
         np.testing.assert_array_equal(other.accepted, cpu.accepted)
         np.testing.assert_array_equal(other.rejected, cpu.rejected)
@@ -248,7 +272,7 @@ def test_float32():
     side of 1 − δ at a save time."""
     x0 = af.bartlett_tokens(jr.key(4), 6, 256, (8,))
     betas = [0.5, 3.0]
-    p32 = af.phase_diagram_from_tokens(x0.astype(jnp.float32), betas=betas, ts=TS, **SMALL)
+    p32 = af.phase_diagram_from_tokens(x0.astype(jnp.float32), betas=betas, ts=TS, **ONE_CALL)
     ref = np.array([np.mean([scipy_fraction(x, b, TS) for x in np.asarray(x0)], 0) for b in betas])
     assert np.abs(np.asarray(p32, np.float64) - ref).max() <= 2 / (8 * 30) + 1e-9
     assert 0 < ref.mean() < 1

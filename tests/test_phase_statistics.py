@@ -33,7 +33,8 @@ def numpy_fraction(x, delta):
 
 
 def solved(field, x, ts):
-    """Tokens of one system at ts along attnflow.solve at tight tolerances."""
+    """Tokens of one system at ts along attnflow.solve at tight tolerances. (The fields below
+    take β as an array: a Python-float β is static, and each value would compile the solve.)"""
     sol = af.solve(field, x, float(ts[-1]), ts=ts, rtol=1e-11, atol=1e-13, max_steps=50000)
     return np.asarray(sol.ys)
 
@@ -58,14 +59,16 @@ def authors_cluster_count(G, threshold=0.9999):
 
 
 def test_statistics_against_direct_computation(x0):
-    sa = lambda b, r: af.SelfAttention(b)
+    sa = lambda b, r: af.SelfAttention(jnp.asarray(b))
     xs = np.array([[solved(sa(b, r), x0[r], TS) for r in range(R)] for b in BETAS])
+    # count_clusters loops with lax.while_loop: jitted once, not compiled again at every call.
+    count_clusters = jax.jit(lambda x: af.count_clusters(x, 1e-2))
     cases = [
         (af.ClusteredFraction(1e-2), lambda x, b: numpy_fraction(x, 1e-2), np.mean, 1e-12),
-        (af.ClusterCount(1e-2), lambda x, b: int(af.count_clusters(x, 1e-2)), np.mean, 1e-12),
+        (af.ClusterCount(1e-2), lambda x, b: int(count_clusters(x)), np.mean, 1e-12),
         (
             af.ClusterCount(1e-2, reduce="median"),
-            lambda x, b: int(af.count_clusters(x, 1e-2)),
+            lambda x, b: int(count_clusters(x)),
             np.median,
             1e-12,
         ),
@@ -86,8 +89,12 @@ def test_statistics_against_direct_computation(x0):
             ),
             axis=1,
         )
+        # The clustered fraction runs on the reduced engine, which compiles its call once per
+        # device it runs on: one call of all R realisations (its padding is tested in
+        # test_phase.py). Every other statistic runs on the general engine with a padded chunk.
+        kw = {**TIGHT, "chunk_size": R} if isinstance(statistic, af.ClusteredFraction) else TIGHT
         got = np.asarray(
-            af.phase_diagram_from_tokens(x0, betas=BETAS, ts=TS, statistic=statistic, **TIGHT)
+            af.phase_diagram_from_tokens(x0, betas=BETAS, ts=TS, statistic=statistic, **kw)
         )
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=repr(statistic))
     # The statistics move: counts fall from n, the span from min(n, d), the energy rises.
@@ -147,17 +154,26 @@ def test_multihead_causal_against_solve(x0):
     def field(b, r):
         heads = [
             af.SelfAttention(
-                b, Q[r, 0, h], K[r, 0, h], V[r, 0, h], causal=True, normalization=normalization
+                jnp.asarray(b),
+                Q[r, 0, h],
+                K[r, 0, h],
+                V[r, 0, h],
+                causal=True,
+                normalization=normalization,
             )
             for h in range(2)
         ]
         return af.MultiHeadAttention(heads)
 
+    # The reference trajectories, solved once for both statistics.
+    xs = {(b, r): solved(field(b, r), x0[r], TS) for b in BETAS for r in range(R)}
     for statistic, fn, tol in (
         (af.Energy(), numpy_energy, 1e-7),
         (af.ClusteredFraction(1e-2), lambda x, b: numpy_fraction(x, 1e-2), 1e-12),
     ):
-        ref = per_system(field, x0, BETAS, TS, fn).mean(axis=1)
+        ref = np.array([[[fn(x, b) for x in xs[b, r]] for r in range(R)] for b in BETAS]).mean(
+            axis=1
+        )
         got = af.phase_diagram_from_tokens(
             x0,
             betas=BETAS,
@@ -190,14 +206,17 @@ def test_redrawn_weights_against_piecewise_constant(x0):
         x0, betas=BETAS, ts=ts, Q=Q, K=K, V=V, family=fam, statistic=af.Energy(), **TIGHT
     )
     np.testing.assert_allclose(got, ref, rtol=1e-7)
-    # The redraws matter: the same run with the first piece's weights throughout differs.
+    # The redraws matter: the same run with the first piece's weights throughout differs
+    # (given as four equal pieces: the compiled run above serves).
+    first = [jnp.broadcast_to(m[:, :1], m.shape) for m in (Q, K, V)]
     fixed = af.phase_diagram_from_tokens(
         x0,
         betas=BETAS,
         ts=ts,
-        Q=Q[:, 0, 0],
-        K=K[:, 0, 0],
-        V=V[:, 0, 0],
+        Q=first[0],
+        K=first[1],
+        V=first[2],
+        family=fam,
         statistic=af.Energy(),
         **TIGHT,
     )
@@ -301,7 +320,9 @@ def test_median_cluster_count_diagram_against_the_authors_definition():
     x0 = af.random_tokens(jr.key(9), 6, 3, (5,))
     ts = np.array([0.0, 4.0, 10.0, 20.0])
     betas = [2.0, 9.0]
-    xs = np.array([[solved(af.SelfAttention(b), x0[r], ts) for r in range(5)] for b in betas])
+    xs = np.array(
+        [[solved(af.SelfAttention(jnp.asarray(b)), x0[r], ts) for r in range(5)] for b in betas]
+    )
     G = np.einsum("brtid,brtjd->brtij", xs, xs)
     theirs = np.median(
         np.array(

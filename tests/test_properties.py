@@ -7,8 +7,9 @@ random n, d, β, Q, K, V, normalisation and dtype:
 - rotation equivariance for Q = K = V = I: field(x Rᵀ) = field(x) Rᵀ, R ∈ O(d);
 - bad tokens always raise a ValueError that names the argument.
 
-Shapes are drawn from a few sizes so that compiled programs are shared between examples; the
-examples are derandomised so that the suite is reproducible."""
+Shapes are drawn from a few sizes, and β is passed as an array (a Python-float β is a static
+hyperparameter: every drawn value would compile anew), so that compiled programs are shared
+between examples; the examples are derandomised so that the suite is reproducible."""
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -48,6 +49,11 @@ def _system(seed, shape, dtype, identity=False):
     return x, Q, K, V
 
 
+def _beta(beta, dtype):
+    """β as an array of the tokens' dtype: one compiled program serves every drawn value."""
+    return jnp.asarray(beta, dtype)
+
+
 def _rotation(seed, d):
     q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
     return q * np.sign(np.diag(r))  # Haar on O(d), reflections included
@@ -71,7 +77,7 @@ def _scale(out):
 @given(shapes, dtypes, betas, seeds, normalizations)
 def test_field_is_tangent(shape, dtype, beta, seed, normalization):
     x, Q, K, V = _system(seed, shape, dtype)
-    out = _evaluate(af.SelfAttention(beta, Q, K, V, normalization=normalization), x)
+    out = _evaluate(af.SelfAttention(_beta(beta, dtype), Q, K, V, normalization=normalization), x)
     assert out.dtype == dtype and out.shape == shape
     radial = np.abs(np.sum(np.asarray(out, np.float64) * np.asarray(x, np.float64), axis=1))
     assert radial.max() <= 10 * EPS[dtype] * _scale(out)
@@ -82,7 +88,7 @@ def test_field_is_tangent(shape, dtype, beta, seed, normalization):
 def test_permutation_equivariance(shape, dtype, beta, seed, normalization):
     x, Q, K, V = _system(seed, shape, dtype)
     perm = np.random.default_rng(seed).permutation(shape[0])
-    field = af.SelfAttention(beta, Q, K, V, normalization=normalization)
+    field = af.SelfAttention(_beta(beta, dtype), Q, K, V, normalization=normalization)
     out, permuted = _evaluate(field, x), _evaluate(field, x[perm])
     np.testing.assert_allclose(permuted, out[perm], atol=20 * EPS[dtype] * _scale(out))
 
@@ -94,7 +100,7 @@ def test_rotation_equivariance_for_identity_weights(shape, dtype, beta, seed, no
     x, *_ = _system(seed, shape, dtype, identity=True)
     R = jnp.asarray(_rotation(seed, shape[1]), dtype)
     eye = jnp.eye(shape[1], dtype=dtype)  # as arrays: the compiled fields of the tests above
-    field = af.SelfAttention(beta, eye, eye, eye, normalization=normalization)
+    field = af.SelfAttention(_beta(beta, dtype), eye, eye, eye, normalization=normalization)
     out, rotated = _evaluate(field, x), _evaluate(field, af.normalize(x @ R.T))
     np.testing.assert_allclose(rotated, out @ R.T, atol=20 * EPS[dtype] * _scale(out))
 
@@ -104,7 +110,7 @@ def test_rotation_equivariance_for_identity_weights(shape, dtype, beta, seed, no
 def test_layers_stay_on_the_sphere_and_rotate_with_the_tokens(shape, dtype, beta, seed):
     x, *_ = _system(seed, shape, dtype, identity=True)
     R = jnp.asarray(_rotation(seed, shape[1]), dtype)
-    field = af.SelfAttention(beta)
+    field = af.SelfAttention(_beta(beta, dtype))
     xs = _layers(field, x)
     assert xs.dtype == dtype
     np.testing.assert_allclose(jnp.linalg.norm(xs, axis=-1), 1.0, atol=10 * EPS[dtype])
@@ -119,7 +125,7 @@ def test_solve_stays_on_the_sphere_and_is_permutation_equivariant(beta, seed):
     β, Q, K, V random each time."""
     dtype = jnp.float64
     x, Q, K, V = _system(seed, (3, 3), dtype)
-    field = af.SelfAttention(beta, Q, K, V)
+    field = af.SelfAttention(_beta(beta, dtype), Q, K, V)
     ts = jnp.linspace(0.0, 1.0, 4)
     ys = af.solve(field, x, 1.0, ts=ts, rtol=1e-8, atol=1e-8).ys
     assert ys.dtype == dtype and ys.shape == (4, 3, 3)

@@ -90,10 +90,11 @@ def test_dense_output_on_sphere_and_its_derivative():
     np.testing.assert_allclose(x, at_ts, atol=1e-6)
     derivative = jax.vmap(sol.derivative)(ts)
     np.testing.assert_allclose(derivative, jax.vmap(field, (0, 0, None))(ts, x, None), atol=1e-5)
-    h, t = 1e-5, 1.2
+    # Times as arrays: evaluate is jitted, and each Python-float time would compile it again.
+    h, t, half, one = 1e-5, *(jnp.asarray(s) for s in (1.2, 0.5, 1.0))
     central = (sol.evaluate(t + h) - sol.evaluate(t - h)) / (2 * h)
     np.testing.assert_allclose(sol.derivative(t), central, atol=1e-7)
-    np.testing.assert_allclose(sol.evaluate(0.5, 1.0), sol.evaluate(1.0) - sol.evaluate(0.5))
+    np.testing.assert_allclose(sol.evaluate(half, one), sol.evaluate(one) - sol.evaluate(half))
 
 
 def test_clustered_event_stops_at_the_first_crossing():

@@ -25,7 +25,7 @@ from attnflow import theory
 from attnflow.figures._output import write_outputs
 
 PRESETS = {
-    "quick": {"values": 3, "extent": 1.5, "points": 32},
+    "quick": {"values": 2, "extent": 1.5, "points": 32},
     "default": {"values": 13, "extent": 2.0, "points": 96},
     "full": {"values": 25, "extent": 2.0, "points": 128},
 }
