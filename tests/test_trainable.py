@@ -39,9 +39,7 @@ FIELDS = {
     "MultiHead": lambda beta, Q, K, V: af.MultiHeadAttention(
         [af.SelfAttention(beta, Q, K, V), af.SelfAttention(beta, K, Q, V)]
     ),
-    "Stacked": lambda beta, Q, K, V: af.StackedMultiHeadAttention(
-        beta, Q[None], K[None], V[None]
-    ),
+    "Stacked": lambda beta, Q, K, V: af.StackedMultiHeadAttention(beta, Q[None], K[None], V[None]),
     "Positional": lambda beta, Q, K, V: af.PositionalAttention(
         beta, af.alibi_bias(6, 0.3), Q, K, V
     ),
