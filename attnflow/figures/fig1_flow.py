@@ -206,7 +206,8 @@ def plot_figure(data: dict, params: dict):
     ax_agree.plot(k, data["identity_agreement"], color="k", lw=2)
     ax_cos.plot(k, data["real_mean_cosine"], color="k", lw=2, marker="o", label="real")
     ax_mmd.set(xlabel="layer", ylabel=f"MMD² to real (κ = {params['kappa']:g})")
-    ax_agree.set(xlabel="layer", ylabel="mean_i ⟨x_i^sim, x_i^real⟩")
+    # Two short lines: one long label ran past the panel into the histogram row above.
+    ax_agree.set(xlabel="layer", ylabel="⟨x_i^sim, x_i^real⟩\n(mean over i)")
     ax_cos.set(xlabel="layer", ylabel="mean cosine")
     ax_mmd.legend(frameon=False, fontsize=6)
     ax_cos.legend(frameon=False, fontsize=7)

@@ -6,7 +6,8 @@ three starts: uniform, mass near e2, mass near e1; the best is kept), with the p
 overlaid:
 
 - maximisers: Dirac at a top eigenvector where λ_max > log cosh λ_min, antipodal pair below
-  (max E = max(e^{λ_max}, cosh λ_min), :func:`attnflow.theory.maximum_energy`);
+  (max E = max(e^{λ_max}, cosh λ_min), :func:`attnflow.theory.maximum_energy`); the switch curve
+  is drawn where λ_min ≤ 0 only (for λ_min > 0 the maximiser is always a Dirac);
 - minimisers: Dirac at a bottom eigenvector where λ_min < 0 and λ_max ≤ |λ_min| (the lines
   d2 = −d1 bound it), the kernel (any measure on ker D) on the half-axes d1 = 0 ≤ d2 and
   d2 = 0 ≤ d1, the uniform measure on the diagonal d1 = d2 > 0.
@@ -98,9 +99,12 @@ def plot(data):
         ax.set_xlabel("$d_1$")
         ax.set_xlim(extent)
         ax.set_ylim(extent)
-    switch = np.log(np.cosh(lam))
-    axes[0].plot(lam, switch, "k-", lw=1.5, label=r"$\lambda_{\max} = \log\cosh\lambda_{\min}$")
-    axes[0].plot(switch, lam, "k-", lw=1.5)
+    # The switch λ_max = log cosh λ_min is a boundary only where λ_min ≤ 0: for λ_min > 0,
+    # cosh λ_min < e^{λ_min} ≤ e^{λ_max} and the maximiser is always a Dirac.
+    below = lam[lam <= 0]
+    switch = np.log(np.cosh(below))
+    axes[0].plot(below, switch, "k-", lw=1.5, label=r"$\lambda_{\max} = \log\cosh\lambda_{\min}$")
+    axes[0].plot(switch, below, "k-", lw=1.5)
     axes[0].legend(loc="lower right", fontsize=8)
     neg = lam[lam < 0]
     axes[1].plot(neg, -neg, "k--", lw=1.2, label=r"$\lambda_{\max} = |\lambda_{\min}|$")

@@ -13,8 +13,10 @@ metastable. Measured here, for i.i.d. uniform angles and each β:
   plateau is the first save time at which the tokens form tight clusters no two of which are
   within about 2β^{-1/2} (:func:`first_plateau`).
 
-The paper proves E[#modes] = Θ(√(β log β)) for Gaussian samples on the line (no constant); the
-figure shows both counts against β with √(β log β) for scale, and their ratio.
+The paper proves E[#modes] = Θ(√(β log β)) for Gaussian samples on the line (no constant); for
+uniform angles on the circle the Rice formula gives the mode count itself,
+:func:`attnflow.theory.uniform_circle_mode_count` (→ √(3β/2)), which the figure draws as the
+reference, with the counts against β and their ratio (one colour per model in both panels).
 """
 
 import functools
@@ -125,26 +127,41 @@ def compute(params: dict, seed: int) -> dict:
     return data
 
 
+SERIES = (
+    ("kde_modes", "KDE modes at t = 0", "o"),
+    ("usa", "USA clusters, first plateau", "s"),
+    ("sa", "SA clusters, first plateau", "^"),
+)
+# One colour per model in both panels.
+COLORS = {"kde_modes": "C0", "usa": "C1", "sa": "C2"}
+
+
 def plot(data: dict, params: dict):
     from attnflow.plot._common import plt
 
     betas = data["betas"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    scale = np.sqrt(betas * np.log(betas))
-    for key, label, marker in (
-        ("kde_modes", "KDE modes at t = 0", "o"),
-        ("usa", "USA clusters, first plateau", "s"),
-        ("sa", "SA clusters, first plateau", "^"),
-    ):
+    for key, label, marker in SERIES:
         if key not in data:
             continue
         mean = data[key].mean(axis=1)
         err = data[key].std(axis=1, ddof=1) / np.sqrt(data[key].shape[1])
-        axes[0].errorbar(betas, mean, yerr=2 * err, marker=marker, capsize=2, label=label)
+        color = COLORS[key]
+        axes[0].errorbar(
+            betas, mean, yerr=2 * err, marker=marker, capsize=2, color=color, label=label
+        )
         if key != "kde_modes":
             ratio = (data[key] / np.maximum(data["kde_modes"], 1)).mean(axis=1)
-            axes[1].plot(betas, ratio, marker=marker, label=label.split(",")[0])
-    axes[0].plot(betas, scale, "k--", lw=0.8, label="√(β log β)")
+            axes[1].plot(betas, ratio, marker=marker, color=color, label=label.split(",")[0])
+    # Uniform angles on the circle: the Rice formula, not the √(β log β) of Gaussian data.
+    grid = np.linspace(betas.min(), betas.max(), 100)
+    axes[0].plot(
+        grid,
+        af.theory.uniform_circle_mode_count(grid),
+        "k--",
+        lw=0.8,
+        label="Rice formula, uniform angles (→ √(3β/2))",
+    )
     axes[0].set(
         xlabel="β",
         ylabel="count",

@@ -1,6 +1,7 @@
 """Follow-up models of the attention dynamics: limit geometries of the pure (unprojected)
 dynamics by the spectrum of V (arXiv:2305.05465), and the time-rescaled staircase of dynamic
-metastability on the circle with its collision model (arXiv:2410.06833); the homogenised SDE
+metastability on the circle with its collision model, and the staircase theorem's modified
+USA, time change and plateaus (arXiv:2410.06833); the homogenised SDE
 limits of deep random multi-head attention (arXiv:2604.01978)."""
 
 from ._homogenized import (
@@ -21,4 +22,12 @@ from ._limit_geometry import (
 from ._metastability import (
     collision_model as collision_model,
     rescaled_staircase as rescaled_staircase,
+)
+from ._staircase_theorem import (
+    collision_radius as collision_radius,
+    modified_usa as modified_usa,
+    pair_merge_time as pair_merge_time,
+    staircase_log_time_change as staircase_log_time_change,
+    staircase_plateaus as staircase_plateaus,
+    well_prepared_constant as well_prepared_constant,
 )

@@ -61,6 +61,35 @@ def _direction(theta, labels, beta, log_beta, softmax):
     return jnp.where(norm > 0, log_beta * pull / safe, 0.0)
 
 
+# How far (in log tan(u/2)) below the collision radius a step of the modified USA may end.
+_LANDING = 1e-9
+
+
+def _closest_log_tan(theta, labels):
+    """log tan(u/2) for the closest pair u of tokens in different clusters (+inf if none)."""
+    gap = _half_gap(theta[:, None] - theta[None, :])
+    other = labels[:, None] != labels[None, :]
+    closest = jnp.min(jnp.where(other, gap, 2.0))
+    return jnp.where(jnp.any(other), 0.5 * jnp.log(closest / (2 - closest)), jnp.inf)
+
+
+def _theorem_field(theta, labels, beta, log_beta):
+    """The modified (USA) of GKPR24 §6 in the reparametrised time: survivors only (token i
+    survives while ``labels[i] == i``), each with weight 1/|S|², times the time change
+    log β e^{β(1 − cos u)} of the closest pair u in different clusters."""
+    n = theta.shape[0]
+    diff = theta[:, None] - theta[None, :]
+    exponent = -beta * _half_gap(diff)
+    other = labels[:, None] != labels[None, :]
+    top = jnp.max(jnp.where(other, exponent, -jnp.inf))
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    alive = labels == jnp.arange(n)
+    pair = other & alive[None, :]
+    weight = jnp.where(pair, jnp.exp(jnp.where(pair, exponent - top, 0.0)), 0.0)
+    pull = -jnp.sum(jnp.sin(diff) * weight, axis=1)
+    return log_beta * pull / jnp.sum(alive).astype(theta.dtype) ** 2
+
+
 def _energy(theta, beta):
     diff = theta[:, None] - theta[None, :]
     return jnp.mean(jnp.exp(-beta * _half_gap(diff)))
@@ -102,15 +131,22 @@ def _mergeable(theta, previous, labels, beta, merge_tol):
     return jnp.any(close), flat // n, flat % n
 
 
-def _merge(c, beta, merge_tol):
-    """Merge the first mergeable pair of clusters at their centre of mass and log the merge."""
+def _merge(c, beta, merge_tol, glue):
+    """Merge the first mergeable pair of clusters and log the merge: at their centre of mass, or
+    (``glue``, the modified USA) at the survivor, the cluster of the larger label, whose
+    representative keeps moving while the other cluster is glued to it."""
     n, dtype = c["theta"].shape[0], c["theta"].dtype
     _, i, j = _mergeable(c["theta"], c["previous"], c["labels"], beta, merge_tol)
     a, b = c["labels"][i], c["labels"][j]
+    if glue:
+        a, b = jnp.maximum(a, b), jnp.minimum(a, b)
     in_a, in_b = c["labels"] == a, c["labels"] == b
     m_a, m_b = jnp.sum(in_a).astype(dtype), jnp.sum(in_b).astype(dtype)
-    gap = jnp.angle(jnp.exp(1j * (c["theta"][j] - c["theta"][i])))
-    centre = c["theta"][i] + m_b / (m_a + m_b) * gap
+    if glue:
+        centre = c["theta"][a]
+    else:
+        gap = jnp.angle(jnp.exp(1j * (c["theta"][j] - c["theta"][i])))
+        centre = c["theta"][i] + m_b / (m_a + m_b) * gap
     theta = jnp.where(in_a | in_b, centre, c["theta"])
     labels = jnp.where(in_b, a, c["labels"])
     k = c["merges"]
@@ -150,11 +186,17 @@ def _initial_carry(theta0, k1, rows):
     }
 
 
-@functools.partial(jax.jit, static_argnames=("max_steps", "softmax"))
-def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
+@functools.partial(jax.jit, static_argnames=("max_steps", "scheme"))
+def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, scheme):
+    """The shared loop: ``scheme`` is ``"usa"`` or ``"sa"`` (the arclength flow of
+    :func:`rescaled_staircase`) or ``"theorem"`` (:func:`attnflow.models.modified_usa`)."""
     n = theta0.shape[0]
     log_beta = jnp.log(beta)
-    field = functools.partial(_direction, beta=beta, log_beta=log_beta, softmax=softmax)
+    glue = scheme == "theorem"
+    if glue:
+        field = functools.partial(_theorem_field, beta=beta, log_beta=log_beta)
+    else:
+        field = functools.partial(_direction, beta=beta, log_beta=log_beta, softmax=scheme == "sa")
     rows = max_steps + n + 1
 
     def mergeable(c):
@@ -169,16 +211,27 @@ def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
         # tolerances (and the merge placement they give) were chosen with.
         factor = step_factor(ratio, max_factor=5.0)
         c = {**c, "h": h * factor, "steps": c["steps"] + 1}
+        ok = ratio <= 1
+        if glue:
+            # The merge time is the theorem's observable: a step that carries the closest pair
+            # past the collision radius is retried, shortened by the secant in log tan(u/2)
+            # (linear in time for the closest pair), until it ends within _LANDING below it.
+            start, end = _closest_log_tan(theta, labels), _closest_log_tan(new, labels)
+            target = 0.5 * jnp.log(merge_tol / (2 * beta - merge_tol))
+            overshoot = ok & (end < target - _LANDING)
+            shorter = h * (start - target + 0.5 * _LANDING) / (start - end)
+            c = {**c, "h": jnp.where(overshoot, shorter, c["h"])}
+            ok = ok & ~overshoot
 
         def accepted(c):
             c = {**c, "theta": new, "previous": theta, "s": c["s"] + h, "k1": k_new}
             return _record(c, c["rows"], beta)
 
-        return jax.lax.cond(ratio <= 1, accepted, lambda c: c, c)
+        return jax.lax.cond(ok, accepted, lambda c: c, c)
 
     def body(c):
         can_merge = mergeable(c)
-        c = jax.lax.cond(can_merge, lambda c: _merge(c, beta, merge_tol), step, c)
+        c = jax.lax.cond(can_merge, lambda c: _merge(c, beta, merge_tol, glue), step, c)
         k1 = jax.lax.cond(can_merge, lambda: field(c["theta"], c["labels"]), lambda: c["k1"])
         return {**c, "k1": k1}
 
@@ -199,6 +252,20 @@ def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, softmax):
     c = _initial_carry(theta0, field(theta0, jnp.arange(n)), rows)
     c = _record(c, 0, beta)
     return jax.lax.while_loop(cond, body, c)
+
+
+def _check_angles(theta0, beta):
+    """Angles (n,), n >= 2, finite, as a floating array; β a finite scalar > 1."""
+    theta0 = np.asarray(theta0)
+    if theta0.ndim != 1 or theta0.shape[0] < 2:
+        raise ValueError(f"theta0: expected angles of shape (n,) with n >= 2, got {theta0.shape}")
+    if not np.issubdtype(theta0.dtype, np.floating):
+        theta0 = theta0.astype(float)
+    if not np.all(np.isfinite(theta0)):
+        raise ValueError("theta0: expected finite angles, got NaN or inf")
+    if np.ndim(beta) != 0 or not (math.isfinite(float(beta)) and float(beta) > 1):
+        raise ValueError(f"beta: expected a finite scalar > 1 (the flow uses log β), got {beta!r}")
+    return theta0
 
 
 def rescaled_staircase(
@@ -248,15 +315,7 @@ def rescaled_staircase(
         >>> len(run["merges"]), int(run["counts"][-1]), round(float(run["energy"][-1]), 12)
         (3, 1, 1.0)
     """
-    theta0 = np.asarray(theta0)
-    if theta0.ndim != 1 or theta0.shape[0] < 2:
-        raise ValueError(f"theta0: expected angles of shape (n,) with n >= 2, got {theta0.shape}")
-    if not np.issubdtype(theta0.dtype, np.floating):
-        theta0 = theta0.astype(float)
-    if not np.all(np.isfinite(theta0)):
-        raise ValueError("theta0: expected finite angles, got NaN or inf")
-    if np.ndim(beta) != 0 or not (math.isfinite(float(beta)) and float(beta) > 1):
-        raise ValueError(f"beta: expected a finite scalar > 1 (the flow uses log β), got {beta!r}")
+    theta0 = _check_angles(theta0, beta)
     if normalization not in ("n", "softmax"):
         raise ValueError(
             f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
@@ -278,20 +337,26 @@ def rescaled_staircase(
         jnp.asarray(atol, dtype),
         jnp.asarray(merge_tol, dtype),
         int(max_steps),
-        normalization == "softmax",
+        "sa" if normalization == "softmax" else "usa",
     )
+    return _collect(out, theta0.shape[0], "s")
+
+
+def _collect(out, n, clock):
+    """The dict returned by :func:`rescaled_staircase` and :func:`modified_usa`, with the time
+    variable under the key ``clock``."""
     out = jax.tree_util.tree_map(np.asarray, out)
     rows = int(out["rows"])
     counts = out["count_path"][:rows]
-    members = {i: [i] for i in range(theta0.shape[0])}
+    members = {i: [i] for i in range(n)}
     merges = []
     for k in range(int(out["merges"])):
         a, b = (int(t) for t in out["merge_tokens"][k])
         merges.append(
             {
-                "s": float(out["merge_s"][k]),
-                "clusters_before": theta0.shape[0] - k,
-                "clusters_after": theta0.shape[0] - k - 1,
+                clock: float(out["merge_s"][k]),
+                "clusters_before": n - k,
+                "clusters_after": n - k - 1,
                 "masses": [float(m) for m in out["merge_masses"][k]],
                 "tokens": sorted([min(members[a]), min(members[b])]),
                 "energy_before": float(out["merge_energy"][k, 0]),
@@ -300,7 +365,7 @@ def rescaled_staircase(
         )
         members[a] = members[a] + members.pop(b)
     return {
-        "s": out["s_path"][:rows],
+        clock: out["s_path"][:rows],
         "theta": out["theta_path"][:rows],
         "energy": out["energy_path"][:rows],
         "levels": out["level_path"][:rows],

@@ -66,4 +66,5 @@ from ._metastability import (
     metastable_cluster_count as metastable_cluster_count,
     metastable_growth_rates as metastable_growth_rates,
     two_body_log_time as two_body_log_time,
+    uniform_circle_mode_count as uniform_circle_mode_count,
 )

@@ -130,3 +130,39 @@ def metastable_cluster_count(beta: float, d: int = 2) -> int:
     beta, d = _check_beta_d(beta, d, "n")
     log_rates = _log_growth_rates(beta, d, "n", _default_degree(beta))
     return int(np.argmax(log_rates)) + 1
+
+
+def uniform_circle_mode_count(beta) -> np.ndarray:
+    r"""Expected number of modes of the von Mises kernel density f(θ) = Σ_j e^{β cos(θ − θ_j)} of
+    many i.i.d. uniform angles on the circle, by the Rice formula for the Gaussian limit of f:
+
+        E[#modes] = √(λ₄/λ₂),   λ_{2m} = Σ_{k ≥ 1} k^{2m} I_k(β)²,
+
+    the variances of f'' and f' (f = Σ_k I_k(β) e^{ik(θ − θ_j)} summed over j: the Fourier modes
+    are uncorrelated, of variance ∝ I_k(β)²). As β → ∞, I_k(β)² ∝ e^{−k²/β} and the count tends to
+    √(3β/2). This is the scale for uniform angles on the circle; √(β log β) (Geshkovski–Rigollet–
+    Sun, arXiv:2412.09080, Theorem 1) is the one for Gaussian samples on the line.
+
+    Args:
+        beta: β > 0, scalar or array.
+
+    Returns:
+        An array of the shape of ``beta``.
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> [round(float(th.uniform_circle_mode_count(b)), 2) for b in (4.0, 16.0, 64.0)]
+        [2.43, 4.89, 9.79]
+    """
+    from .._check import check_real_values
+
+    beta = np.asarray(check_real_values(beta, "beta"), dtype=float)
+    if np.any(beta <= 0):
+        expected("beta", "values > 0", beta)
+    flat = beta.reshape(-1)
+    out = np.empty_like(flat)
+    for i, b in enumerate(flat):
+        k = np.arange(1, int(np.ceil(12 * math.sqrt(b))) + 40, dtype=float)
+        weight = scipy.special.ive(k, b) ** 2  # e^{−2β} I_k², the scale cancels in the ratio
+        out[i] = math.sqrt(np.sum(k**4 * weight) / np.sum(k**2 * weight))
+    return out.reshape(beta.shape)
