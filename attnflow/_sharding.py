@@ -18,7 +18,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float
 
-from ._check import check_positive_scalar, check_shape_tokens
+from ._check import check_finite_scalar, check_positive_scalar, check_shape_tokens
 from ._fields._base import (
     AbstractAttention,
     AttentionScores,
@@ -242,6 +242,7 @@ def sharded_solve(
     n = x0.shape[0]
     weights = _weights_from_args(args, n)
     dtype = jnp.result_type(x0)
+    t1 = check_finite_scalar(t1, "t1")  # before compiling the sharded program
     rtol = check_positive_scalar(rtol, "rtol", what="tolerance")
     atol = check_positive_scalar(atol, "atol", what="tolerance")
     rtol, atol = floor_tolerances(rtol, atol, dtype)
