@@ -12,14 +12,23 @@ import doctest, importlib, sys
 import jax
 jax.config.update("jax_enable_x64", True)
 from jaxtyping import install_import_hook
-with install_import_hook("attnflow", "beartype.beartype"):
-    import attnflow
 # The core modules every other module builds on (each doctest compiles afresh in this process).
 names = ["attnflow._sphere", "attnflow._energy", "attnflow._metric",
          "attnflow._fields._self_attention", "attnflow._solve", "attnflow._diagnostics"]
+# Imported under the hook (``import attnflow`` alone imports none of them: names load on use).
+with install_import_hook("attnflow", "beartype.beartype"):
+    modules = {name: importlib.import_module(name) for name in names}
+    import attnflow
+# The hook did instrument them: a token check by beartype rejects a wrong rank.
+try:
+    attnflow.gram(jax.numpy.ones(3))  # annotated (n, d)
+except Exception as error:
+    assert "beartype" in type(error).__module__ or "jaxtyping" in type(error).__module__, error
+else:
+    sys.exit("the import hook did not instrument attnflow")
 failed = 0
 for name in names:
-    module = importlib.import_module(name)
+    module = modules[name]
     for test in doctest.DocTestFinder(exclude_empty=True).find(module, name):
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         failed += runner.run(test).failed

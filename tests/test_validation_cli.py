@@ -71,3 +71,23 @@ def test_usage_errors_are_one_line_and_exit_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1, err  # one line: no usage block, no traceback
+
+
+def test_usage_errors_do_not_start_jax():
+    """Parsing imports neither JAX nor the library's numerics (``attnflow`` imports its public
+    names on first use): an unknown figure is reported at once, not after JAX's start-up."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from attnflow.cli import main\n"
+        "try:\n"
+        "    main(['figure', 'no-such-figure'])\n"
+        "except SystemExit as stop:\n"
+        "    started = [m for m in ('jax', 'diffrax', 'equinox') if m in sys.modules]\n"
+        "    print(stop.code, started)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.stdout.split("\n")[0] == "2 []", result.stdout + result.stderr
+    assert "invalid choice: 'no-such-figure'" in result.stderr

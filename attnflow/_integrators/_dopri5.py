@@ -16,7 +16,7 @@ on a step that follows a rejection, and on a rejected one) — scipy's ``RK45`` 
 ends of a step the solution is the cubic Hermite interpolant of (y, F(y)) and (y_new, F(y_new)).
 
 Used by the phase engine (:mod:`attnflow._phase`, many systems side by side, one step size per
-system) and the staircase flow (:func:`attnflow.rescaled_staircase`).
+system) and the staircase flow (:func:`attnflow.models.rescaled_staircase`).
 """
 
 from collections.abc import Callable

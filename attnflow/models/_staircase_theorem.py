@@ -249,7 +249,8 @@ def modified_usa(
     1/√(β log β) (:func:`collision_radius`), the one of smaller token index is glued to the other
     (it moves with it from then on and leaves S); the step that crosses the radius is shortened
     so that the merge time is located to ~1e-9/(c log β). Integrated by the package's
-    Dormand–Prince loop (the one of :func:`rescaled_staircase`) in the dtype of ``theta0``
+    Dormand–Prince loop (the one of :func:`attnflow.models.rescaled_staircase`) in the dtype of
+    ``theta0``
     (float64 needs ``jax_enable_x64``; the default tolerances are for float64), until one
     particle is left or t = ``t_max``.
 
