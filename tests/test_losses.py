@@ -183,7 +183,7 @@ def test_bad_inputs_raise_clear_errors():
         af.measures.sinkhorn_divergence(x, y, y_weights=-jnp.ones(6))
     with pytest.raises(ValueError, match="x: tokens must lie on the unit sphere"):
         af.measures.squared_mmd(2 * x, y)
-    with pytest.raises(ValueError, match="epsilon: expected a value > 0, got 0.0"):
+    with pytest.raises(ValueError, match="epsilon: expected a finite value > 0, got 0.0"):
         af.measures.sinkhorn_divergence(x, y, epsilon=0.0)
     with pytest.raises(ValueError, match="kappa: expected a real scalar"):
         af.measures.squared_mmd(x, y, kappa=jnp.ones(2))

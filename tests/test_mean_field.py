@@ -103,13 +103,13 @@ def test_bad_inputs():
         af.measures.sliced_wasserstein(jr.key(0), x, jnp.ones((4, 2)))
     with pytest.raises(ValueError, match="p: expected an order p >= 1"):
         af.measures.sliced_wasserstein(jr.key(0), x, x, p=0.5)
-    with pytest.raises(ValueError, match="kappa: expected a finite concentration >= 0"):
+    with pytest.raises(ValueError, match="kappa: expected a finite value >= 0"):
         af.measures.von_mises_fisher(jr.key(0), jnp.ones(3), -1.0, 5)
     with pytest.raises(ValueError, match="mean: the mean direction must be non-zero"):
         af.measures.von_mises_fisher(jr.key(0), jnp.zeros(3), 1.0, 5)
     with pytest.raises(ValueError, match=r"kappas: expected shape \(2,\)"):
         af.measures.von_mises_fisher_mixture(jr.key(0), jnp.eye(2), jnp.ones(3), 5)
-    with pytest.raises(ValueError, match="kappas: expected finite concentrations >= 0"):
+    with pytest.raises(ValueError, match="kappas: expected finite values >= 0"):
         af.measures.von_mises_fisher_mixture(jr.key(0), jnp.eye(2), jnp.array([1.0, -2.0]), 5)
 
 

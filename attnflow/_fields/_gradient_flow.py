@@ -2,7 +2,7 @@
 
 import equinox as eqx
 
-from .._check import check_shape_tokens
+from .._check import check_bool, check_shape_tokens
 from .._energy import AbstractEnergy
 from .._metric import AbstractMetric, riemannian_gradient
 from ._base import AbstractField, weights_from_args
@@ -28,6 +28,7 @@ class GradientFlow(AbstractField):
     descent: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
+        check_bool(self.descent, "descent")
         if not isinstance(self.energy, AbstractEnergy):
             raise ValueError(
                 f"energy: expected an AbstractEnergy, got {type(self.energy).__name__}"

@@ -42,6 +42,8 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
+from .._check import check_measure, is_traced
+
 DENSE_TILE = 2**22
 """Logits the dense path handles at once: DENSE_TILE // m query rows against all m keys.
 
@@ -434,7 +436,11 @@ def _prepare(queries, keys, values, weights, bias):
             f"values: expected {m} rows to match keys {jnp.shape(keys)}, got {jnp.shape(values)}"
         )
     dtype = jnp.result_type(queries, keys, values)
-    if weights is not None and jnp.shape(weights) != (m,):
+    if weights is not None and not is_traced(weights):
+        weights = check_measure(weights, m)
+    elif weights is not None and jnp.shape(weights) != (m,):
+        # Traced (every field's call inside a solver): the shape only; values are left to NaN
+        # propagation (docs/conventions.md#argument-checking).
         raise ValueError(
             f"weights: expected shape ({m},) to match the {m} keys, got {jnp.shape(weights)}"
         )

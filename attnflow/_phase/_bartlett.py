@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_key
+from .._check import check_int, check_key
 from .._sphere import unit_rows
 
 
@@ -30,10 +30,8 @@ def bartlett_tokens(
         ((5, 5), True)
     """
     key = check_key(key)  # an int seed or legacy key
-    if d < 2:
-        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
-    if n < 1:
-        raise ValueError(f"n: expected at least one token, got n = {n}")
+    n = check_int(n, "n", low=1)
+    d = check_int(d, "d", low=2)  # the sphere S^(d-1)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     # d enters only through the χ degrees of freedom: one compilation serves every d ≥ n.
     return _bartlett(key, jnp.asarray(d, dtype), n, min(n, d), tuple(batch_shape), dtype)

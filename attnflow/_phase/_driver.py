@@ -131,6 +131,8 @@ def phase_diagram_from_tokens(
     betas, ts = _check_grid(betas, ts)
     delta = _check_delta(delta)
     statistics = check_bool(statistics, "statistics")
+    reduce = check_bool(reduce, "reduce")
+    progress = check_bool(progress, "progress")
     statistic, family = _check_statistic_family(statistic, family, delta)
     engine = _engine(
         backend, chunk_size, beta_block, slots, rtol, atol, max_steps, progress=progress
@@ -401,6 +403,8 @@ def phase_diagram(
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     R = _positive_int(realizations, "realizations")
+    shared_weights = check_bool(shared_weights, "shared_weights")
+    progress = check_bool(progress, "progress")
     if ensemble is not None and not isinstance(ensemble, AttentionEnsemble):
         raise ValueError(
             f"ensemble: expected an AttentionEnsemble or None, got {type(ensemble).__name__}"

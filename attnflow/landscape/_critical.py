@@ -12,7 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .._check import check_tokens, check_weights, is_traced
+from .._check import (
+    check_bool,
+    check_int,
+    check_tokens,
+    check_tolerance,
+    check_weights,
+    is_traced,
+)
 from .._energy import AbstractEnergy
 from .._sphere import _tangent_basis, retract
 from ._hessian import _orbit_frame, _riemannian_hessian
@@ -161,8 +168,8 @@ def find_critical_point(
         )
     x0 = check_tokens(x0, "x0")
     weights = check_weights(weights, x0.shape[0])
-    if max_steps < 1:
-        raise ValueError(f"max_steps: expected a positive integer, got {max_steps}")
+    max_steps = check_int(max_steps, "max_steps", low=1)
+    throw = check_bool(throw, "throw")
     if gtol is None:
         gtol = 1e-10 if x0.dtype == jnp.float64 else 1e-5
     if not is_traced(gtol) and not float(gtol) >= 0:
@@ -276,6 +283,10 @@ def classify_critical_point(
         >>> c.kind, c.num_positive, c.orbit_dimension, c.is_paper_strict_saddle
         ('local minimum', 3, 1, True)
     """
+    tol = float(check_tolerance(tol, "tol"))
+    grad_rtol = float(check_tolerance(grad_rtol, "grad_rtol"))
+    orbit_rtol = float(check_tolerance(orbit_rtol, "orbit_rtol"))
+    remove_orbit = check_bool(remove_orbit, "remove_orbit")
     hessian, orbit, scale, grad_norm = _hessian_and_orbit(
         energy, x, weights, grad_rtol, orbit_rtol, remove_orbit
     )

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_key, check_tokens, check_weights
+from .._check import check_bool, check_int, check_key, check_tokens, check_tolerance, check_weights
 from .._energy import AbstractEnergy
 from .._sphere import _tangent_basis, tangent, tangent_basis, weingarten_term
 
@@ -182,6 +182,7 @@ def rotation_orbit_basis(x: Float[Array, "n d"], rtol: float = 1e-6) -> Float[Ar
         (10, 2)
     """
     x = check_tokens(x, "x")
+    rtol = check_tolerance(rtol, "rtol")
     frame, mask = _orbit_frame(x, rtol)
     coords = jnp.einsum("nkd,pnd->pnk", _tangent_basis(x), frame[mask])
     return coords.reshape(coords.shape[0], -1).T
@@ -226,8 +227,9 @@ def hessian_extreme_eigenvalues(
     _check_energy(energy)
     x = check_tokens(x, "x")
     weights = check_weights(weights, x.shape[0])
-    if num_iterations < 1:
-        raise ValueError(f"num_iterations: expected a positive integer, got {num_iterations}")
+    num_iterations = check_int(num_iterations, "num_iterations", low=1)
+    remove_orbit = check_bool(remove_orbit, "remove_orbit")
+    orbit_rtol = check_tolerance(orbit_rtol, "orbit_rtol")
     key = jr.key(0) if key is None else key
     steps = min(num_iterations, x.shape[0] * (x.shape[1] - 1))
     return _lanczos(energy, x, weights, key, steps, remove_orbit, orbit_rtol)

@@ -22,7 +22,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .._check import check_matrix, check_symmetric, check_tokens, check_weights
+from .._check import (
+    check_bool,
+    check_delta,
+    check_int,
+    check_matrix,
+    check_range,
+    check_symmetric,
+    check_tokens,
+    check_tolerance,
+    check_weights,
+)
 from .._diagnostics import cluster_centers, cluster_labels
 from .._sphere import retract, tangent
 
@@ -52,10 +62,7 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
         >>> af.landscape.sphere_points(8, 2).shape, af.landscape.sphere_points(100, 3).shape
         ((8, 2), (100, 3))
     """
-    if isinstance(num_points, bool) or not isinstance(num_points, (int, np.integer)):
-        raise ValueError(f"num_points: expected an integer >= 1, got {num_points!r}")
-    if num_points < 1:
-        raise ValueError(f"num_points: expected an integer >= 1, got {num_points}")
+    num_points = check_int(num_points, "num_points", low=1)
     dtype = jnp.result_type(float) if dtype is None else dtype
     k = np.arange(num_points, dtype=np.float64)
     if d == 2:
@@ -180,6 +187,7 @@ def measure_stationarity(D, points, weights=None, *, maximize: bool = False):
         >>> bool(s_w < 1e-6 and s_x < 1e-6)
         True
     """
+    maximize = check_bool(maximize, "maximize")
     D, points, weights = _prepare(D, points, weights)
     s_w, s_x, gap, _ = _stationarity(D, _shift(D), points, weights, maximize)
     return s_w, s_x, gap
@@ -505,26 +513,38 @@ def _run(
     merge_delta,
     prune,
 ):
+    # The options first: they are checked whatever the points, and before any work.
+    move_particles = check_bool(move_particles, "move_particles")
+    newton = check_bool(newton, "newton")
+    max_steps = check_int(max_steps, "max_steps", low=1)
+    cg_steps = check_int(cg_steps, "cg_steps", low=1)
+    merge_delta = float(check_delta(merge_delta, "merge_delta"))
+    prune = float(check_range(prune, "prune", 0, 1))
+    if tol is not None:
+        tol = float(check_tolerance(tol, "tol"))
+    if num_points is not None:
+        num_points = check_int(num_points, "num_points", low=1)
+        if points is not None:
+            raise ValueError(
+                f"num_points: expected None when points are given (they fix their number), "
+                f"got {num_points}"
+            )
     if points is None:
         if num_points is None:
             raise ValueError("points, num_points: give candidate points or their number")
         d = int(jnp.shape(D)[0]) if jnp.ndim(D) == 2 else -1
-        points = sphere_points(int(num_points), d)
+        points = sphere_points(num_points, d)
     D, points, weights = _prepare(D, points, weights)
     if tol is None:
         tol = 1e-8 if points.dtype == jnp.float64 else 1e-5
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol: expected a tolerance >= 0, got {tol}")
-    if isinstance(max_steps, bool) or int(max_steps) < 1:
-        raise ValueError(f"max_steps: expected a positive integer, got {max_steps}")
     config = _Config(
         maximize=maximize,
-        move_particles=bool(move_particles),
-        newton=bool(newton),
-        cg_steps=int(cg_steps),
-        max_steps=int(max_steps),
-        merge_delta=float(merge_delta),
-        prune=float(prune),
+        move_particles=move_particles,
+        newton=newton,
+        cg_steps=cg_steps,
+        max_steps=max_steps,
+        merge_delta=merge_delta,
+        prune=prune,
         store_kernel=points.shape[0] <= STORED_KERNEL_MAX_POINTS,
     )
     x, w, e, s_w, s_x, gap, converged, steps = _optimize_jit(
@@ -574,7 +594,8 @@ def minimize_measure_energy(
         D: (d, d) symmetric bilinear form (BKKRW's D = βA for attnflow's InteractionEnergy).
         points: (N, d) candidate points on the sphere; default ``sphere_points(num_points, d)``.
         weights: (N,) initial weights (default uniform); zero weights stay zero.
-        num_points: size of the default point set (d = 2: circle grid, d = 3: Fibonacci).
+        num_points: size of the default point set (d = 2: circle grid, d = 3: Fibonacci);
+            give it or ``points``, not both.
         move_particles: alternate weight steps with particle moves and merges.
         newton: try the mirror Newton step (minimisation only).
         tol: stop when s_w ≤ tol (and s_x ≤ tol when particles move); default 1e-8 in
@@ -645,7 +666,8 @@ def maximize_measure_energy(
         D: (d, d) symmetric bilinear form (BKKRW's D = βA for attnflow's InteractionEnergy).
         points: (N, d) candidate points on the sphere; default ``sphere_points(num_points, d)``.
         weights: (N,) initial weights (default uniform); zero weights stay zero.
-        num_points: size of the default point set (d = 2: circle grid, d = 3: Fibonacci).
+        num_points: size of the default point set (d = 2: circle grid, d = 3: Fibonacci);
+            give it or ``points``, not both.
         move_particles: alternate weight steps with particle moves and merges.
         tol: stop when s_w ≤ tol (and s_x ≤ tol when particles move); default 1e-8 in
             float64, 1e-5 in float32.

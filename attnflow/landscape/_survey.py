@@ -17,6 +17,14 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
+from .._check import (
+    check_beta,
+    check_int,
+    check_key,
+    check_positive_scalar,
+    check_tokens,
+    check_tolerance,
+)
 from .._diagnostics import count_clusters
 from .._energy import InteractionEnergy
 from .._fields._self_attention import SelfAttention
@@ -49,8 +57,8 @@ def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
         >>> sorted(af.landscape.symmetric_configurations(4, 2))
         ['antipodal 1|3', 'antipodal 2|2', 'clusters 3', 'polygon', 'synchronised']
     """
-    if n < 2 or d < 2:
-        raise ValueError(f"n, d: expected n >= 2 tokens on S^(d-1) with d >= 2, got n={n}, d={d}")
+    n = check_int(n, "n", low=2)
+    d = check_int(d, "d", low=2)
     configs = {
         "synchronised": _great_circle(np.zeros(n), d),
         "polygon": _great_circle(2 * np.pi * np.arange(n) / n, d),
@@ -87,7 +95,7 @@ def configuration_signature(x) -> np.ndarray:
         >>> bool(np.allclose(sig(x), sig(moved)))
         True
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(check_tokens(x, "x"), dtype=np.float64)
     gram = x @ x.T
     upper = np.sort(gram[np.triu_indices(x.shape[0], 1)])
     return np.concatenate(
@@ -231,15 +239,16 @@ def survey_critical_points(
         >>> s.counts["local maximum"], s.counterexample
         (1, False)
     """
-    for name, value in (("n", n), ("d", d)):
-        if int(value) != value or value < 2:
-            raise ValueError(f"{name}: expected an integer >= 2, got {value}")
-    if not (math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta: expected a finite value > 0, got {beta}")
-    if num_random < 0 or num_flow < 0:
-        raise ValueError(
-            f"num_random, num_flow: expected counts >= 0, got {num_random}, {num_flow}"
-        )
+    n = check_int(n, "n", low=2)
+    d = check_int(d, "d", low=2)
+    beta = float(check_beta(beta, positive=True))
+    key = check_key(key)
+    num_random = check_int(num_random, "num_random", low=0)
+    num_flow = check_int(num_flow, "num_flow", low=0)
+    flow_step = float(check_positive_scalar(flow_step, "flow_step"))
+    gtol = float(check_tolerance(gtol, "gtol"))
+    max_steps = check_int(max_steps, "max_steps", low=1)
+    dedup_tol = float(check_tolerance(dedup_tol, "dedup_tol"))
     if not jax.config.jax_enable_x64:
         raise ValueError(
             "survey_critical_points needs float64 (gtol ~ 1e-10): call "

@@ -7,7 +7,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_beta, check_tokens, check_weights, is_traced
+from .._check import (
+    check_beta,
+    check_int,
+    check_positive_scalar,
+    check_tokens,
+    check_tolerance,
+    check_weights,
+)
 
 
 def _measure(x, weights, name):
@@ -108,11 +115,9 @@ def sinkhorn_divergence(
     x, a = _measure(x, x_weights, "x")
     y, b = _measure(y, y_weights, "y")
     _check_same_dimension(x, y)
-    if jnp.ndim(epsilon) != 0:
-        raise ValueError(f"epsilon: expected a scalar, got shape {jnp.shape(epsilon)}")
-    if not is_traced(epsilon) and not float(epsilon) > 0:
-        raise ValueError(f"epsilon: expected a value > 0, got {float(epsilon)}")
-    epsilon = jnp.asarray(epsilon, x.dtype)
+    epsilon = jnp.asarray(check_positive_scalar(epsilon, "epsilon"), x.dtype)
+    threshold = float(check_tolerance(threshold, "threshold"))
+    max_iterations = check_int(max_iterations, "max_iterations", low=1)
     value, converged = _jit_ott_divergence(x, y, a, b, epsilon, threshold, max_iterations)
     return eqx.error_if(
         value,

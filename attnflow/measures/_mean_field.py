@@ -12,24 +12,23 @@ import functools
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_key, check_shape_tokens, check_weights
+from .._check import (
+    check_beta,
+    check_finite_scalar,
+    check_int,
+    check_key,
+    check_real_values,
+    check_tokens,
+    check_weights,
+    expected,
+)
 from .._sphere import unit_rows
 
 
-def _check_kappa(kappa, name="kappa"):
-    if jnp.ndim(kappa) != 0:
-        raise ValueError(f"{name}: expected a scalar concentration, got shape {jnp.shape(kappa)}")
-    if not isinstance(kappa, jax.core.Tracer):
-        value = float(kappa)
-        if not value >= 0 or value == float("inf"):
-            raise ValueError(f"{name}: expected a finite concentration >= 0, got {value}")
-
-
 def _unit_mean(mean, name="mean"):
-    mean = jnp.asarray(mean)
+    mean = jnp.asarray(check_real_values(mean, name))
     if mean.ndim != 1 or mean.shape[0] < 2:
         raise ValueError(f"{name}: expected a vector of length d >= 2, got shape {mean.shape}")
     norm = jnp.linalg.norm(mean)
@@ -101,9 +100,8 @@ def von_mises_fisher(
     """
     key = None if key is None else check_key(key)  # an int seed or legacy key
     mean = _unit_mean(mean)
-    _check_kappa(kappa)
-    if n < 1:
-        raise ValueError(f"n: expected at least one sample, got n = {n}")
+    kappa = check_beta(kappa, name="kappa")  # a concentration: finite, >= 0
+    n = check_int(n, "n", low=1)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     means = jnp.broadcast_to(mean.astype(dtype), (n, mean.shape[0]))
     return _sample_vmf(key, means, jnp.full((n,), kappa, dtype))
@@ -149,8 +147,9 @@ def von_mises_fisher_mixture(
         (1000, 3)
     """
     key = None if key is None else check_key(key)  # an int seed or legacy key
-    means = jnp.asarray(means)
-    kappas = jnp.asarray(kappas)
+    n = check_int(n, "n", low=1)
+    means = jnp.asarray(check_real_values(means, "means"))
+    kappas = jnp.asarray(check_real_values(kappas, "kappas", low=0))
     if means.ndim != 2 or means.shape[0] < 1:
         raise ValueError(
             f"means: expected shape (components, d), components >= 1, got {means.shape}"
@@ -160,10 +159,6 @@ def von_mises_fisher_mixture(
         raise ValueError(
             f"kappas: expected shape ({components},) to match means, got {kappas.shape}"
         )
-    if not isinstance(kappas, jax.core.Tracer):
-        values = np.asarray(kappas, dtype=float)
-        if not np.all(np.isfinite(values) & (values >= 0)):
-            raise ValueError(f"kappas: expected finite concentrations >= 0, got {values}")
     if probs is None:
         probs = jnp.full((components,), 1.0 / components)
     probs = check_weights(jnp.asarray(probs), components, "probs")
@@ -238,14 +233,15 @@ def sliced_wasserstein(
         True
     """
     key = None if key is None else check_key(key)  # an int seed or legacy key
-    check_shape_tokens(x, "x")
-    check_shape_tokens(y, "y")
+    # Any points of R^d: finite, not necessarily on the sphere.
+    x = check_tokens(x, "x", unit=False)
+    y = check_tokens(y, "y", unit=False)
     if x.shape[1] != y.shape[1]:
         raise ValueError(f"y: expected dimension d = {x.shape[1]} to match x, got {y.shape}")
+    p = float(check_finite_scalar(p, "p"))  # static: a Python float, never traced
     if p < 1:
-        raise ValueError(f"p: expected an order p >= 1, got {p}")
-    if num_projections < 1:
-        raise ValueError(f"num_projections: expected a positive integer, got {num_projections}")
+        expected("p", "an order p >= 1", p)
+    num_projections = check_int(num_projections, "num_projections", low=1)
     dtype = jnp.result_type(x, y)
     a = (
         jnp.ones(x.shape[0], dtype)
@@ -257,7 +253,7 @@ def sliced_wasserstein(
         if y_weights is None
         else check_weights(y_weights, y.shape[0], "y_weights")
     )
-    return _sliced(key, x.astype(dtype), y.astype(dtype), a, b, num_projections, float(p))
+    return _sliced(key, x.astype(dtype), y.astype(dtype), a, b, num_projections, p)
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))

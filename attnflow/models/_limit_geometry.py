@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+from .._check import check_beta, check_finite_scalar, check_real_values, check_tolerance
 from .._fields._pure import unrescale
 from .._fields._self_attention import SelfAttention
 
@@ -93,18 +94,16 @@ class ValueSpectrum(eqx.Module):
 
 
 def _square(V, name="V"):
-    V = np.asarray(V, dtype=float)
+    V = np.asarray(check_real_values(V, name), dtype=float)
     if V.ndim != 2 or V.shape[0] != V.shape[1] or V.shape[0] < 1:
         raise ValueError(f"{name}: expected a square (d, d) matrix, got shape {V.shape}")
-    if not np.all(np.isfinite(V)):
-        raise ValueError(f"{name}: expected finite entries")
     return V
 
 
 def _qk(Q, K, d):
     out = []
     for name, M in (("Q", Q), ("K", K)):
-        M = np.eye(d) if M is None else np.asarray(M, dtype=float)
+        M = np.eye(d) if M is None else np.asarray(check_real_values(M, name), dtype=float)
         if M.ndim != 2 or M.shape[1] != d:
             raise ValueError(f"{name}: expected a (k, {d}) matrix, got shape {M.shape}")
         out.append(M)
@@ -134,6 +133,7 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
     V = _square(V)
     d = V.shape[0]
     Q, K = _qk(Q, K, d)
+    rtol = float(check_tolerance(rtol, "rtol"))
     tol = rtol * max(1.0, float(np.linalg.norm(V, 2)))
     w, vl, vr = scipy.linalg.eig(V, left=True, right=True)
     # Largest modulus first; among equal moduli, the larger real part (λ before −λ, λe^{±iθ}).
@@ -292,7 +292,8 @@ def limit_geometry(z, V, *, Q=None, K=None, beta=1.0, t=None, tol=1e-3) -> Limit
         >>> g.hull_vertices.tolist(), g.on_vertex.tolist()
         ([0, 1, 2, 3], [True, True, True, True, False])
     """
-    z = np.asarray(z, dtype=float)
+    # Rescaled tokens live in R^d (any d >= 1), not on the sphere: finite real values only.
+    z = np.asarray(check_real_values(z, "z"), dtype=float)
     if z.ndim == 3:
         z = z[-1]
     if z.ndim != 2 or z.shape[0] < 1:
@@ -300,8 +301,10 @@ def limit_geometry(z, V, *, Q=None, K=None, beta=1.0, t=None, tol=1e-3) -> Limit
     V = _square(V)
     if z.shape[1] != V.shape[0]:
         raise ValueError(f"z: tokens have d = {z.shape[1]} but V is {V.shape[0]} x {V.shape[0]}")
-    if not float(tol) > 0:
-        raise ValueError(f"tol: expected a positive tolerance, got {tol}")
+    tol = float(check_tolerance(tol, "tol"))
+    beta = check_beta(beta)
+    if t is not None:
+        t = float(check_finite_scalar(t, "t"))
     spectrum = value_spectrum(V, Q, K)
     diameter = _diameter(z)
     scale = max(diameter, 1e-300)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._check import check_bool, check_real_values
 from ._common import finish, plt
 
 _TAB = plt.get_cmap("tab10")
@@ -29,7 +30,7 @@ def tokens_on_circle(x, *, labels=None, ax=None, path=None, title=None, size=28)
         >>> ax.get_title()
         't = 0'
     """
-    x = np.asarray(x)
+    x = np.asarray(check_real_values(x, "x"))
     if x.ndim != 2 or x.shape[1] != 2:
         raise ValueError(f"x: expected tokens on the circle, shape (n, 2), got {x.shape}")
     fig, ax = plt.subplots(figsize=(3, 3)) if ax is None else (ax.figure, ax)
@@ -66,7 +67,7 @@ def tokens_on_sphere(
         >>> ax.name
         '3d'
     """
-    x = np.asarray(x)
+    x = np.asarray(check_real_values(x, "x"))
     if x.ndim != 2 or x.shape[1] != 3:
         raise ValueError(f"x: expected tokens on the sphere S², shape (n, 3), got {x.shape}")
     if ax is None:
@@ -124,6 +125,7 @@ def hessian_kernel_curves(
         >>> len(plot.hessian_kernel_curves(t, g, [2.0, 6.0]).get_lines())
         3
     """
+    normalize = check_bool(normalize, "normalize")
     taus, values = np.asarray(taus), np.atleast_2d(np.asarray(values))
     if values.shape != (len(betas), len(taus)):
         raise ValueError(

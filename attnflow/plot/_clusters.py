@@ -4,6 +4,7 @@ dynamic metastability, and Fig. 1-style histograms of pairwise inner products.""
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from .._check import check_bool
 from ._common import finish, plt
 
 
@@ -20,6 +21,7 @@ def cluster_count_curve(
         >>> ax.get_ylabel()
         'clusters'
     """
+    logx = check_bool(logx, "logx")
     ts, counts = np.asarray(ts), np.asarray(counts)
     if counts.shape[-1] != ts.shape[0] or counts.ndim not in (1, 2):
         raise ValueError(

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._check import check_tolerance
 from ._common import finish, plt
 
 _SIGN_COLORS = {1: "tab:red", -1: "tab:blue", 0: "0.5"}
@@ -25,6 +26,7 @@ def critical_point_spectra(spectra, labels, *, tol=1e-12, ax=None, path=None, ti
         >>> [t.get_text() for t in ax.get_xticklabels()]
         ['a', 'b']
     """
+    tol = float(check_tolerance(tol, "tol"))
     spectra = [np.asarray(s, dtype=float).ravel() for s in spectra]
     labels = list(labels)
     if len(labels) != len(spectra):

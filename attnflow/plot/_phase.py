@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._check import check_bool
 from ._common import finish, plt
 
 
@@ -40,6 +41,7 @@ def phase_diagram_heatmap(
         >>> ax.get_title(), len(ax.lines)
         ('d = 32', 1)
     """
+    colorbar = check_bool(colorbar, "colorbar")
     P = np.asarray(P, dtype=float)
     betas = np.asarray(betas, dtype=float)
     ts = np.asarray(ts, dtype=float)
