@@ -207,6 +207,7 @@ RECIPES = {
     "attnflow.GramStatistic": dict(fn=lambda G: G.min()),
     "attnflow.orthogonal_tokens": dict(n=2, d=3),
     "attnflow.solve_homogenized": dict(x0=X, t1=1.0, key=jr.key(0)),
+    "attnflow.models.solve_homogenized_random_qk": dict(x0=X, t1=1.0, key=jr.key(0), nodes=4),
     "attnflow.models.random_qk_moments": dict(
         x=X, beta=1.0, Q=jnp.eye(3)[None], K=jnp.eye(3)[None]
     ),
@@ -540,41 +541,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "throw",
         "string bool",
     ): "the landscape move (helper `fields`): silent: returned a result",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "d",
-        "fractional int",
-    ): "the homogenised model move (helpers `followA`/`followB`): silent: returned a result",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "d",
-        "string int",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 'd': invalid literal for int() with base 10: 'ten'",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "delta",
-        "delta out of range",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "n",
-        "fractional int",
-    ): "the homogenised model move (helpers `followA`/`followB`): silent: returned a result",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "n",
-        "string int",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 'n': invalid literal for int() with base 10: 'ten'",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "realizations",
-        "fractional int",
-    ): "the homogenised model move (helpers `followA`/`followB`): silent: returned a result",
-    (
-        "attnflow.homogenized_phase_diagram",
-        "realizations",
-        "string int",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 'realizations': invalid literal for int() with base 10: 'ten'",
     (
         "attnflow.iterate_layers",
         "num_layers",
@@ -951,56 +917,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "string for tokens",
     ): "the models move (helper `followA`): ValueError not naming 'z': could not convert string to float: 'tokens'",
     (
-        "attnflow.models.random_qk_moments",
-        "x",
-        "nan tokens",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
-        "attnflow.models.random_qk_moments",
-        "x",
-        "string for tokens",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: raw AttributeError: 'str' object has no attribute 'shape'",
-    (
-        "attnflow.models.random_qk_moments",
-        "x",
-        "trajectory for tokens",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'x': Q, K, V: expected Q and K of the same shape (H, k, ",
-    (
-        "attnflow.models.random_qk_nodes",
-        "d",
-        "fractional int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
-        "attnflow.models.random_qk_nodes",
-        "d",
-        "string int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'd': invalid literal for int() with base 10: 'ten'",
-    (
-        "attnflow.models.random_qk_nodes",
-        "k",
-        "fractional int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
-        "attnflow.models.random_qk_nodes",
-        "k",
-        "string int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
-        "attnflow.models.random_qk_nodes",
-        "key",
-        "int seed",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: TypeError not naming 'key': JAX encountered invalid PRNG key data: expected ke",
-    (
-        "attnflow.models.random_qk_nodes",
-        "nodes",
-        "fractional int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
-        "attnflow.models.random_qk_nodes",
-        "nodes",
-        "string int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: silent: returned a result",
-    (
         "attnflow.models.rescaled_staircase",
         "atol",
         "nan tolerance",
@@ -1055,66 +971,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "rtol",
         "negative tolerance",
     ): "the models/metastability move (helper `followA`): silent: returned a result",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "k",
-        "fractional int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'k': key: required for the stochastic regime 'diffusive'",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "k",
-        "string int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'k': key: required for the stochastic regime 'diffusive'",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "max_steps",
-        "fractional int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'max_steps': key: required for the stochastic regime 'di",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "max_steps",
-        "fractional max_steps",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'max_steps': key: required for the stochastic regime 'di",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "max_steps",
-        "string int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'max_steps': key: required for the stochastic regime 'di",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "max_steps",
-        "zero max_steps",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'max_steps': key: required for the stochastic regime 'di",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "nodes",
-        "fractional int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'nodes': key: required for the stochastic regime 'diffus",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "nodes",
-        "string int",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'nodes': key: required for the stochastic regime 'diffus",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "t1",
-        "complex scalar",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 't1': key: required for the stochastic regime 'diffusive",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "t1",
-        "nan scalar",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 't1': key: required for the stochastic regime 'diffusive",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "t1",
-        "string scalar",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 't1': key: required for the stochastic regime 'diffusive",
-    (
-        "attnflow.models.solve_homogenized_random_qk",
-        "throw",
-        "string bool",
-    ): "walked since attnflow.landscape, .models and .measures joined the walk: ValueError not naming 'throw': key: required for the stochastic regime 'diffus",
     (
         "attnflow.models.value_spectrum",
         "rtol",
@@ -1285,96 +1141,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "step",
         "string scalar",
     ): "the attention fields (helper `fields`): TracerIntegerConversionError not naming 'step': The __index__() method was called on traced array with shape i",
-    (
-        "attnflow.solve_homogenized",
-        "max_steps",
-        "fractional int",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 'max_steps': `max_steps` must be a Python integer",
-    (
-        "attnflow.solve_homogenized",
-        "max_steps",
-        "fractional max_steps",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 'max_steps': `max_steps` must be a Python integer",
-    (
-        "attnflow.solve_homogenized",
-        "max_steps",
-        "string int",
-    ): "the homogenised model move (helpers `followA`/`followB`): TypeError not naming 'max_steps': can only concatenate str (not \"float\") to str",
-    (
-        "attnflow.solve_homogenized",
-        "max_steps",
-        "zero max_steps",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 'max_steps': Must have at least one checkpoint",
-    (
-        "attnflow.solve_homogenized",
-        "t1",
-        "complex scalar",
-    ): "the homogenised model move (helpers `followA`/`followB`): TypeError not naming 't1': float() argument must be a string or a real number, not 'complex'",
-    (
-        "attnflow.solve_homogenized",
-        "t1",
-        "nan scalar",
-    ): "the homogenised model move (helpers `followA`/`followB`): ValueError not naming 't1': cannot convert float NaN to integer",
-    (
-        "attnflow.solve_homogenized",
-        "t1",
-        "string scalar",
-    ): "the homogenised model move (helpers `followA`/`followB`): silent: returned a result",
-    (
-        "attnflow.solve_homogenized",
-        "throw",
-        "string bool",
-    ): "the homogenised model move (helpers `followA`/`followB`): silent: returned a result",
-    (
-        "attnflow.solve_sde",
-        "common_noise",
-        "string bool",
-    ): "the SDE driver (helper `solve`): silent: returned a result",
-    (
-        "attnflow.solve_sde",
-        "max_steps",
-        "fractional int",
-    ): "the SDE driver (helper `solve`): ValueError not naming 'max_steps': `max_steps` must be a Python integer",
-    (
-        "attnflow.solve_sde",
-        "max_steps",
-        "fractional max_steps",
-    ): "the SDE driver (helper `solve`): ValueError not naming 'max_steps': `max_steps` must be a Python integer",
-    (
-        "attnflow.solve_sde",
-        "max_steps",
-        "string int",
-    ): "the SDE driver (helper `solve`): TypeError not naming 'max_steps': can only concatenate str (not \"float\") to str",
-    (
-        "attnflow.solve_sde",
-        "max_steps",
-        "zero max_steps",
-    ): "the SDE driver (helper `solve`): ValueError not naming 'max_steps': Must have at least one checkpoint",
-    (
-        "attnflow.solve_sde",
-        "normalize",
-        "string bool",
-    ): "the SDE driver (helper `solve`): silent: returned a result",
-    (
-        "attnflow.solve_sde",
-        "t1",
-        "complex scalar",
-    ): "the SDE driver (helper `solve`): TypeError not naming 't1': float() argument must be a string or a real number, not 'complex'",
-    (
-        "attnflow.solve_sde",
-        "t1",
-        "nan scalar",
-    ): "the SDE driver (helper `solve`): ValueError not naming 't1': cannot convert float NaN to integer",
-    (
-        "attnflow.solve_sde",
-        "t1",
-        "string scalar",
-    ): "the SDE driver (helper `solve`): silent: returned a result",
-    (
-        "attnflow.solve_sde",
-        "throw",
-        "string bool",
-    ): "the SDE driver (helper `solve`): silent: returned a result",
     (
         "attnflow.theory.homogenized_antipodal_rate",
         "d",
