@@ -7,14 +7,31 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_tokens
+from ._check import check_bool, check_finite_scalar, check_int, check_tokens
 
 
 def check_num_layers(num_layers) -> int:
-    """A non-negative Python integer number of layers."""
-    if isinstance(num_layers, bool) or int(num_layers) != num_layers or int(num_layers) < 0:
-        raise ValueError(f"num_layers: expected a non-negative integer, got {num_layers!r}")
-    return int(num_layers)
+    """A non-negative integer number of layers (Python or NumPy; 2.5 and "3" are refused)."""
+    return check_int(num_layers, "num_layers", low=0)
+
+
+def check_layer_arguments(x0, num_layers, step, t0, *, unit: bool):
+    """The arguments every layer loop shares (:func:`iterate_layers`, :func:`layers` and the
+    loops built on it), checked in one place: (n, d) finite tokens x0 (of unit norm when
+    ``unit``), an integer ``num_layers`` >= 0, a finite ``step`` and ``t0``. Returns them
+    checked (traced values wrapped with ``eqx.error_if``: use the returned values)."""
+    x0 = check_tokens(x0, "x0", unit=unit)
+    num_layers = check_num_layers(num_layers)
+    return x0, num_layers, check_finite_scalar(step, "step"), check_finite_scalar(t0, "t0")
+
+
+def _scan_layers(update: Callable, x0, num_layers: int, step, t0):
+    def one_layer(x, k):
+        x_next = update(t0 + k * step, x).astype(x.dtype)
+        return x_next, x_next
+
+    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(num_layers))
+    return jnp.concatenate([x0[None], xs], axis=0)
 
 
 def iterate_layers(
@@ -33,14 +50,10 @@ def iterate_layers(
         >>> af.iterate_layers(lambda t, x: 2 * x, jnp.ones((1, 2)), 3, 0.1)[:, 0, 0].tolist()
         [1.0, 2.0, 4.0, 8.0]
     """
-    num_layers = check_num_layers(num_layers)
-
-    def one_layer(x, k):
-        x_next = update(t0 + k * step, x).astype(x.dtype)
-        return x_next, x_next
-
-    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(num_layers))
-    return jnp.concatenate([x0[None], xs], axis=0)
+    if not callable(update):
+        raise ValueError(f"update: expected a callable (t, x) -> x, got {type(update).__name__}")
+    x0, num_layers, step, t0 = check_layer_arguments(x0, num_layers, step, t0, unit=False)
+    return _scan_layers(update, x0, num_layers, step, t0)
 
 
 def residual_update(field: Callable, t, x, args):
@@ -139,7 +152,10 @@ def layers(
         (11, 8, 3)
     """
     scheme = _as_scheme(scheme)
-    x0 = check_tokens(x0, "x0", unit=scheme.on_sphere)
+    x0, num_layers, step, t0 = check_layer_arguments(
+        x0, num_layers, step, t0, unit=scheme.on_sphere
+    )
+    projected = check_bool(projected, "projected")
 
     def sublayer(part):
         if projected:
@@ -149,7 +165,7 @@ def layers(
     from ._normalization_schemes import step_map
 
     update = step_map(scheme, field, sublayer, step, args)
-    return iterate_layers(update, x0, num_layers, step, t0)
+    return _scan_layers(update, x0, num_layers, step, t0)
 
 
 __all__ = ["layers", "iterate_layers", "check_num_layers", "residual_update"]

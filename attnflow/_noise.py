@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_beta, check_key, check_tokens, is_traced
-from ._integrators._sde import check_sde_options, solve_fixed_step_sde
+from ._check import check_beta, check_bool, check_key, check_tokens, is_traced
+from ._integrators._sde import solve_fixed_step_sde
 from ._sphere import project_tangent, unit_rows
 
 
@@ -25,17 +25,19 @@ def _projector(y, scale):
     return apply
 
 
-def _check_sde_arguments(field, x0, sigma, key, form, dt, brownian):
-    """Validate solve_sde's arguments; returns the checked key, x0 and sigma."""
+def _check_sde_arguments(field, x0, sigma, key, form, common_noise, normalize):
+    """Validate solve_sde's own arguments (times, step, save times, max_steps and throw are
+    checked by the driver, :func:`solve_fixed_step_sde`); returns them checked."""
     key = None if key is None else check_key(key)  # an int seed or legacy key
     x0 = check_tokens(x0, "x0")
     sigma = check_beta(sigma, name="sigma")
-    check_sde_options(dt, brownian)
+    common_noise = check_bool(common_noise, "common_noise")
+    normalize = check_bool(normalize, "normalize")
     if form not in ("stratonovich", "ito"):
         raise ValueError(f"form: expected 'stratonovich' or 'ito', got {form!r}")
     if field is not None and not callable(field):
         raise ValueError(f"field: expected a vector field or None, got {type(field).__name__}")
-    return key, x0, sigma
+    return key, x0, sigma, common_noise, normalize
 
 
 def _check_state_kept(sol):
@@ -136,7 +138,9 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
-    key, x0, sigma = _check_sde_arguments(field, x0, sigma, key, form, dt, brownian)
+    key, x0, sigma, common_noise, normalize = _check_sde_arguments(
+        field, x0, sigma, key, form, common_noise, normalize
+    )
     n, d = x0.shape
     dtype = jnp.result_type(x0)
     if solver is None:

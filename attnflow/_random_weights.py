@@ -13,7 +13,13 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import PRNGKeyArray
 
-from ._check import check_beta, check_key
+from ._check import (
+    check_beta,
+    check_finite_scalar,
+    check_int,
+    check_key,
+    check_positive_scalar,
+)
 from ._fields._piecewise import PiecewiseConstant
 from ._fields._stacked import StackedMultiHeadAttention
 
@@ -88,23 +94,19 @@ def random_multihead_attention(
         >>> bool((g.field.Q[0, 0] == jnp.eye(3)).all())
         True
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
-    L, H = int(num_layers), int(num_heads)
-    if L < 1:
-        raise ValueError(f"num_layers: expected a positive integer, got {num_layers}")
-    if H < 1:
-        raise ValueError(f"num_heads: expected a positive integer, got {num_heads}")
-    if int(d) < 2:
-        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
-    d = int(d)
+    key = check_key(key)  # an int seed or legacy key
+    L = check_int(num_layers, "num_layers", low=1)
+    H = check_int(num_heads, "num_heads", low=1)
+    d = check_int(d, "d", low=2)
+    k = None if k is None else check_int(k, "k", low=1)
     fixed, k = _check_fixed(fixed, d, k)
     if scaling not in ("diffusive", "ode"):
         raise ValueError(f"scaling: expected 'diffusive' or 'ode', got {scaling!r}")
-    if not float(t1) > 0:
-        raise ValueError(f"t1: expected a positive depth-time, got {t1}")
+    t1 = float(check_positive_scalar(t1, "t1", what="depth-time"))
     check_beta(beta)
+    value_mean = check_finite_scalar(value_mean, "value_mean")
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
-    tau = float(t1) / L
+    tau = t1 / L
     if scaling == "diffusive":
         scale, mean = 1.0 / math.sqrt(H * tau), value_mean * math.sqrt(tau / H)
     else:

@@ -184,7 +184,7 @@ def test_bad_inputs():
         af.solve_sde(None, x0, 1.0, sigma=0.1, key=key, form="milstein")
     with pytest.raises(ValueError, match="sigma: expected a finite value >= 0"):
         af.solve_sde(None, x0, 1.0, sigma=-0.1, key=key)
-    with pytest.raises(ValueError, match="dt: expected a positive step"):
+    with pytest.raises(ValueError, match="dt: expected a finite step > 0"):
         af.solve_sde(None, x0, 1.0, sigma=0.1, key=key, dt=0.0)
     with pytest.raises(ValueError, match="x0: tokens must lie on the unit sphere"):
         af.solve_sde(None, 2 * x0, 1.0, sigma=0.1, key=key)

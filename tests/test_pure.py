@@ -110,7 +110,7 @@ def test_bad_inputs():
         af.rescale(jnp.ones((2, 3)), 1.0, jnp.ones((3, 2)))
     with pytest.raises(ValueError, match="t: expected a scalar or one time per leading entry"):
         af.rescale(jnp.ones((4, 2, 3)), jnp.ones(3), jnp.eye(3))
-    with pytest.raises(ValueError, match="num_layers: expected a non-negative"):
+    with pytest.raises(ValueError, match="num_layers: expected an integer >= 0"):
         af.residual_layers(af.PureSelfAttention(1.0), jnp.ones((2, 3)), -1, 0.1)
     with pytest.raises(ValueError, match="x0: tokens contain NaN"):
         af.residual_layers(af.PureSelfAttention(1.0), jnp.full((2, 3), jnp.nan), 1, 0.1)

@@ -132,7 +132,7 @@ def test_bad_inputs():
         af.random_multihead_attention(key, 3, num_layers=0, num_heads=1)
     with pytest.raises(ValueError, match="num_heads: expected a positive integer"):
         af.random_multihead_attention(key, 3, num_layers=2, num_heads=0)
-    with pytest.raises(ValueError, match="t1: expected a positive depth-time"):
+    with pytest.raises(ValueError, match="t1: expected a finite depth-time > 0"):
         af.random_multihead_attention(key, 3, num_layers=2, num_heads=1, t1=0.0)
     with pytest.raises(ValueError, match="beta: expected a finite value >= 0"):
         af.random_multihead_attention(key, 3, num_layers=2, num_heads=1, beta=-1.0)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_matrix, check_shape_tokens
+from .._check import check_matrix, check_real_values, check_shape_tokens
 from .._layers import layers
 from ._base import check_field_input, weights_from_args
 from ._kernel import attention
@@ -66,6 +66,7 @@ def rescale(
         0.367879
     """
     V = _value_matrix(V)
+    t = check_real_values(t, "t")
     return _apply_rows(x, t, lambda s: _propagator(-s, V), V.shape[0], "x")
 
 
@@ -82,6 +83,7 @@ def unrescale(
         True
     """
     V = _value_matrix(V)
+    t = check_real_values(t, "t")
     return _apply_rows(z, t, lambda s: _propagator(s, V), V.shape[0], "z")
 
 

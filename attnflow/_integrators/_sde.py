@@ -15,9 +15,18 @@ from typing import Literal
 import diffrax
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .._check import is_traced
+from .._check import (
+    MAX_STEPS_LIMIT,
+    as_array,
+    check_bool,
+    check_budget,
+    check_finite_scalar,
+    check_max_steps,
+    check_positive_scalar,
+    check_save_times,
+    is_traced,
+)
 
 # Stochastic Runge–Kutta solvers (SlowRK, SPaRK, ...) also need the Lévy area of each increment.
 _LEVY_AREA = {
@@ -27,19 +36,48 @@ _LEVY_AREA = {
 }
 
 
-def check_sde_options(dt, brownian) -> None:
-    """Raise a ``ValueError`` naming ``dt`` or ``brownian`` when either is invalid."""
+def check_sde_options(dt, brownian):
+    """``brownian`` is ``"tree"`` or ``"fast"``; ``dt`` a finite step > 0. Returns ``dt``
+    (wrapped with ``eqx.error_if`` when traced; use the returned value)."""
     if brownian not in ("tree", "fast"):
         raise ValueError(f"brownian: expected 'tree' or 'fast', got {brownian!r}")
-    if not is_traced(dt) and not float(dt) > 0:
-        raise ValueError(f"dt: expected a positive step, got {dt}")
+    return check_positive_scalar(dt, "dt", what="step")
 
 
 def default_max_steps(t0, t1, dt) -> int:
-    """⌈(t1 − t0)/dt⌉ + 1 for concrete times (the last step may be partial)."""
+    """⌈(t1 − t0)/dt⌉ + 1 for concrete times (the last step may be partial), refused past
+    ``MAX_STEPS_LIMIT`` before anything is compiled."""
     if is_traced(t0) or is_traced(t1) or is_traced(dt):
         raise ValueError("max_steps: required when t0, t1 or dt are traced")
-    return math.ceil((float(t1) - float(t0)) / float(dt) * (1 + 1e-9)) + 1
+    steps = math.ceil((float(t1) - float(t0)) / float(dt) * (1 + 1e-9)) + 1
+    check_budget(
+        "dt",
+        steps,
+        MAX_STEPS_LIMIT,
+        what="solver steps ((t1 - t0)/dt + 1)",
+        hint="raise dt, shorten the horizon, or pass max_steps explicitly if you mean it",
+    )
+    return steps
+
+
+def check_sde_arguments(t0, t1, dt, brownian, ts, max_steps, throw, dtype):
+    """The arguments every fixed-step SDE solve shares (:func:`attnflow.solve_sde`, the
+    homogenised limits), checked in one place: finite times t0 <= t1, a finite step dt > 0,
+    save times from t0 to t1, an integer ``max_steps`` >= 1 (default from the horizon), a bool
+    ``throw``. Returns (t0, t1, dt, ts, max_steps, throw), checked."""
+    t0, t1 = check_finite_scalar(t0, "t0"), check_finite_scalar(t1, "t1")
+    if not (is_traced(t0) or is_traced(t1)) and float(t1) < float(t0):
+        raise ValueError(
+            f"t1: expected a final time t1 >= t0 = {float(t0)} (the SDE runs forward in time), "
+            f"got {float(t1)}"
+        )
+    dt = check_sde_options(dt, brownian)
+    if ts is not None:
+        ts = check_save_times(jnp.asarray(as_array(ts, "ts"), dtype=dtype), t0, t1)
+    max_steps = check_max_steps(max_steps)
+    if max_steps is None:
+        max_steps = default_max_steps(t0, t1, dt)
+    return t0, t1, dt, ts, max_steps, check_bool(throw, "throw")
 
 
 def brownian_path(key, t0, t1, dt, noise: jax.ShapeDtypeStruct, brownian: str, solver=None):
@@ -56,15 +94,10 @@ def brownian_path(key, t0, t1, dt, noise: jax.ShapeDtypeStruct, brownian: str, s
     return diffrax.VirtualBrownianTree(t0, t1, tol=dt / 4, shape=noise, key=key, levy_area=levy)
 
 
-def _save_at(ts, t1, dtype, fn) -> diffrax.SaveAt:
+def _save_at(ts, fn) -> diffrax.SaveAt:
     kwargs = {} if fn is None else {"fn": fn}
     if ts is None:
         return diffrax.SaveAt(t1=True, **kwargs)
-    ts = jnp.asarray(ts, dtype=dtype)
-    if ts.ndim != 1:
-        raise ValueError(f"ts: expected a 1-d array of save times, got shape {ts.shape}")
-    if not is_traced(ts) and np.any(np.diff(np.asarray(ts)) < 0):
-        raise ValueError("ts: expected non-decreasing save times")
     return diffrax.SaveAt(ts=ts, **kwargs)
 
 
@@ -116,10 +149,10 @@ def solve_fixed_step_sde(
         >>> sol.ys.shape, sol.ys.dtype
         ((1, 1), dtype('float32'))
     """
-    check_sde_options(dt, brownian)
-    if max_steps is None:
-        max_steps = default_max_steps(t0, t1, dt)
     dtype = jnp.result_type(y0)
+    t0, t1, dt, ts, max_steps, throw = check_sde_arguments(
+        t0, t1, dt, brownian, ts, max_steps, throw, dtype
+    )
     # Times in the state's dtype: float64 times would silently promote float32 states.
     t0, t1, dt = (jnp.asarray(v, dtype=dtype) for v in (t0, t1, dt))
     solver = diffrax.Euler() if solver is None else solver
@@ -140,7 +173,7 @@ def solve_fixed_step_sde(
         dt0=dt,
         y0=y0,
         args=args,
-        saveat=_save_at(ts, t1, dtype, save_fn),
+        saveat=_save_at(ts, save_fn),
         stepsize_controller=diffrax.ConstantStepSize(),
         max_steps=max_steps,
         throw=throw,

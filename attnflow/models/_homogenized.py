@@ -82,13 +82,25 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import lineax as lx
-import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_beta, check_key, check_tokens
+from .._check import (
+    as_array,
+    check_beta,
+    check_delta,
+    check_finite_scalar,
+    check_int,
+    check_key,
+    check_positive_scalar,
+    check_real,
+    check_real_values,
+    check_save_times,
+    check_tokens,
+    expected,
+)
 from .._fields._self_attention import SelfAttention
 from .._fields._stacked import StackedMultiHeadAttention
-from .._integrators._sde import check_sde_options, solve_fixed_step_sde
+from .._integrators._sde import default_max_steps, solve_fixed_step_sde
 from .._sphere import project_tangent, tangent, unit_rows
 
 HOMOGENIZED_REGIMES: dict[str, dict] = {
@@ -114,18 +126,19 @@ per-layer noise variance is τ²c²H/d · C_ii, i.e. τ · noise²/d · C_ii: ``
 front of the noise in (H) and (HR)."""
 
 
-def _check_common(x0, beta, key, regime, dt, brownian, value_mean):
+def _check_common(x0, beta, key, regime, value_mean):
+    """The arguments of the homogenised limits that are not the SDE driver's (times, step, save
+    times, max_steps and throw are checked by :func:`solve_fixed_step_sde`)."""
+    key = None if key is None else check_key(key)  # an int seed or legacy key
     x0 = check_tokens(x0, "x0")
     beta = check_beta(beta)
     if regime not in HOMOGENIZED_REGIMES:
         raise ValueError(f"regime: expected one of {sorted(HOMOGENIZED_REGIMES)}, got {regime!r}")
-    check_sde_options(dt, brownian)
     noisy = HOMOGENIZED_REGIMES[regime]["noise"] > 0
     if noisy and key is None:
         raise ValueError("key: required for the stochastic regime 'diffusive', got None")
-    if jnp.ndim(value_mean) != 0:
-        raise ValueError(f"value_mean: expected a scalar, got shape {jnp.shape(value_mean)}")
-    return x0, beta, noisy
+    value_mean = check_finite_scalar(value_mean, "value_mean")
+    return key, x0, beta, noisy, value_mean
 
 
 def _solve(x0, t1, coefficients, diffusion, noise, noisy, mu, **options):
@@ -209,8 +222,7 @@ def solve_homogenized_fixed_qk(
         >>> sol.ys.shape, bool(jnp.allclose(jnp.linalg.norm(sol.ys, axis=-1), 1.0))
         ((1, 4, 3), True)
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
-    x0, beta, noisy = _check_common(x0, beta, key, regime, dt, brownian, value_mean)
+    key, x0, beta, noisy, value_mean = _check_common(x0, beta, key, regime, value_mean)
     d, dtype = x0.shape[1], jnp.result_type(x0)
     attention = SelfAttention(beta, Q, K)
 
@@ -253,15 +265,14 @@ def random_qk_nodes(
         >>> Q.shape
         (8, 3, 3)
     """
-    if int(nodes) < 1:
-        raise ValueError(f"nodes: expected a positive number of quadrature nodes, got {nodes}")
-    k = int(d) if k is None else int(k)
-    if k < 1:
-        raise ValueError(f"k: expected a positive head dimension, got {k}")
+    key = check_key(key)
+    d = check_int(d, "d", low=2)
+    nodes = check_int(nodes, "nodes", low=1)
+    k = d if k is None else check_int(k, "k", low=1)
     dtype = jnp.result_type(float) if dtype is None else dtype
     kq, kk = jr.split(key)
-    Q = jr.normal(kq, (int(nodes), k, int(d)), dtype) / k**0.25
-    K = jr.normal(kk, (int(nodes), k, int(d)), dtype) / k**0.25
+    Q = jr.normal(kq, (nodes, k, d), dtype) / k**0.25
+    K = jr.normal(kk, (nodes, k, d), dtype) / k**0.25
     return jnp.concatenate([Q, -Q]), jnp.concatenate([K, K])
 
 
@@ -277,6 +288,19 @@ def random_qk_moments(x: Float[Array, "n d"], beta, Q, K):
         >>> bool(jnp.allclose(C, 1 / 3))
         True
     """
+    x = check_tokens(x, "x")
+    beta = check_beta(beta)
+    Q, K = (as_array(m, name) for m, name in ((Q, "Q"), (K, "K")))
+    for m, name in ((Q, "Q"), (K, "K")):
+        check_real(m, name)
+        if jnp.ndim(m) != 3 or jnp.shape(m)[-1] != x.shape[1]:
+            expected(name, f"quadrature nodes of shape (S, k, {x.shape[1]}) (random_qk_nodes)", m)
+    return _random_qk_moments(x, beta, Q, K)
+
+
+def _random_qk_moments(x, beta, Q, K):
+    """:func:`random_qk_moments` without the checks, for the SDE's coefficients (evaluated at
+    every step of a compiled solve)."""
     eye = jnp.broadcast_to(jnp.eye(x.shape[1], dtype=x.dtype), (Q.shape[0],) + (x.shape[1],) * 2)
     heads = StackedMultiHeadAttention(beta, Q.astype(x.dtype), K.astype(x.dtype), eye)
     m = jnp.einsum("sij,jd->sid", heads.attention_matrix(x), x)
@@ -330,21 +354,20 @@ def solve_homogenized_random_qk(
         >>> sol.ys.shape, bool(jnp.allclose(jnp.linalg.norm(sol.ys, axis=-1), 1.0))
         ((1, 4, 3), True)
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
-    x0, beta, noisy = _check_common(x0, beta, key, regime, dt, brownian, value_mean)
+    key, x0, beta, noisy, value_mean = _check_common(x0, beta, key, regime, value_mean)
     n, d = x0.shape
     dtype = jnp.result_type(x0)
-    nodes_key = jr.key(0) if nodes_key is None else nodes_key
+    nodes_key = jr.key(0) if nodes_key is None else check_key(nodes_key, "nodes_key")
     Q, K = random_qk_nodes(nodes_key, d, nodes=nodes, k=k, dtype=dtype)
 
     def coefficients(y):
-        M, C = random_qk_moments(unit_rows(y), beta, Q, K)
+        M, C = _random_qk_moments(unit_rows(y), beta, Q, K)
         return M, jnp.diagonal(C)
 
     noise = jax.ShapeDtypeStruct((n, d), dtype)
 
     def diffusion(t, y, args):
-        _, C = random_qk_moments(unit_rows(y), beta, Q, K)
+        _, C = _random_qk_moments(unit_rows(y), beta, Q, K)
         R = _sqrt_psd(C) / math.sqrt(d)
         return lx.FunctionLinearOperator(lambda W: project_tangent(y, R @ W), noise)
 
@@ -385,22 +408,21 @@ def homogenized_phase_diagram(
         (2, 1)
     """
     key = check_key(key)  # an int seed or legacy key
-    betas = jnp.atleast_1d(jnp.asarray(betas, dtype=dtype))
-    ts = jnp.atleast_1d(jnp.asarray(ts, dtype=betas.dtype))
-    if int(n) < 2:
-        raise ValueError(f"n: expected at least 2 tokens, got {n}")
-    if int(realizations) < 1:
-        raise ValueError(f"realizations: expected a positive integer, got {realizations}")
+    n = check_int(n, "n", low=2)
+    d = check_int(d, "d", low=2)
+    realizations = check_int(realizations, "realizations", low=1)
+    delta = check_delta(delta)
+    value_mean = check_finite_scalar(value_mean, "value_mean")
+    dt = check_positive_scalar(dt, "dt", what="step")
+    betas = jnp.atleast_1d(jnp.asarray(check_real_values(betas, "betas", low=0.0), dtype=dtype))
+    ts = jnp.atleast_1d(jnp.asarray(check_real_values(ts, "ts", low=0.0), dtype=betas.dtype))
     if betas.ndim != 1 or ts.ndim != 1:
         raise ValueError(f"betas, ts: expected 1-d arrays, got shapes {betas.shape}, {ts.shape}")
-    if not float(delta) > 0:
-        raise ValueError(f"delta: expected a positive tolerance, got {delta}")
+    ts = check_save_times(ts, 0.0, float(ts[-1]))  # the paths run from 0 to ts[-1]
     k0, k1 = jr.split(key)
-    x0 = jr.normal(k0, (int(realizations), int(n), int(d)), betas.dtype)
-    x0 = unit_rows(x0)
-    keys = jr.split(k1, int(realizations))
-    t1 = float(np.max(np.asarray(ts)))
-    max_steps = math.ceil(t1 / float(dt) * (1 + 1e-9)) + 1
+    x0 = unit_rows(jr.normal(k0, (realizations, n, d), betas.dtype))
+    keys = jr.split(k1, realizations)
+    max_steps = default_max_steps(0.0, float(ts[-1]), dt)
 
     def one(beta, x, k):
         sol = solve_homogenized(

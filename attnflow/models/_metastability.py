@@ -36,6 +36,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
+from .._check import (
+    check_finite_scalar,
+    check_int,
+    check_positive_scalar,
+    check_tolerance,
+    expected,
+)
 from .._integrators._dopri5 import dopri5_step, error_norm, step_factor
 from ..theory._metastability import two_body_log_time
 
@@ -263,8 +270,9 @@ def _check_angles(theta0, beta):
         theta0 = theta0.astype(float)
     if not np.all(np.isfinite(theta0)):
         raise ValueError("theta0: expected finite angles, got NaN or inf")
-    if np.ndim(beta) != 0 or not (math.isfinite(float(beta)) and float(beta) > 1):
-        raise ValueError(f"beta: expected a finite scalar > 1 (the flow uses log β), got {beta!r}")
+    beta = float(check_finite_scalar(beta, "beta"))
+    if not beta > 1:
+        expected("beta", "a finite scalar > 1 (the flow uses log β)", beta)
     return theta0
 
 
@@ -320,10 +328,11 @@ def rescaled_staircase(
         raise ValueError(
             f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
         )
-    if not (merge_tol > 0 and s_max > 0):
-        raise ValueError(
-            f"merge_tol and s_max: expected positive numbers, got {merge_tol}, {s_max}"
-        )
+    merge_tol = check_tolerance(merge_tol, "merge_tol")
+    s_max = check_positive_scalar(s_max, "s_max")
+    rtol = None if rtol is None else check_tolerance(rtol, "rtol")
+    atol = None if atol is None else check_tolerance(atol, "atol")
+    max_steps = check_int(max_steps, "max_steps", low=1)
     theta = jnp.asarray(theta0)
     dtype = theta.dtype
     single = dtype == jnp.float32

@@ -374,10 +374,8 @@ def deep_schedule(num_layers: int, depth: int, mode: str = "cycle") -> tuple[int
         >>> deep_schedule(3, 6), deep_schedule(3, 6, "repeat")
         ((0, 1, 2, 0, 1, 2), (0, 0, 1, 1, 2, 2))
     """
-    if num_layers < 1 or depth < 1:
-        raise ValueError(
-            f"num_layers, depth: expected positive integers, got {num_layers}, {depth}"
-        )
+    num_layers = check_int(num_layers, "num_layers", low=1)
+    depth = check_int(depth, "depth", low=1)
     if mode == "cycle":
         return tuple(k % num_layers for k in range(depth))
     if mode == "repeat":

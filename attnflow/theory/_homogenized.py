@@ -82,7 +82,7 @@ def homogenized_critical_beta(d):
         >>> round(float(af.theory.homogenized_critical_beta(4)), 6)
         0.658479
     """
-    d = _real(d, "d")
+    d = _real(d, "d", low=2.0)
     return 0.5 * np.arccosh(np.maximum(d - 2.0, 1.0))
 
 
