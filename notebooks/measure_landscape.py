@@ -12,8 +12,9 @@
 #    the kernel for D ⪰ 0 singular; uniform for D ∝ I).
 # 2. The first-order minimiser density for D = I + ε diag(0, 1): cos 2θ coefficient
 #    I_1(1)/(2 I_2(1)) ε ≈ 2.08 ε.
-# 3. Critical points of attention plus a gradient perceptron block on S²: how often they are
-#    atomic and localised over random parameters.
+# 3. Critical points of attention plus a gradient perceptron block on S²: a one-atom critical
+#    point sits at a critical point of the perceptron potential Φ (a control without the
+#    perceptron shows the check can fail), and how often they are localised.
 #
 # `ATTNFLOW_QUICK=1` runs it at test size.
 
@@ -69,16 +70,22 @@ slope = (coef[0.01] - coef[-0.01]) / 0.02
 print(f"cos 2θ coefficient / ε: {slope:.5f}; I_1(1)/(2 I_2(1)) = {iv(1, 1) / (2 * iv(2, 1)):.5f}")
 
 # %% [markdown]
-# ## 3. Attention plus a gradient perceptron block: atomic and localised critical points
+# ## 3. Attention plus a gradient perceptron block: where the atom sits
 #
 # With w_k = c_k a_k the block is ∇Φ, Φ(x) = Σ_k (c_k/2)(a_k·x + b_k)_+², so (USA) plus the
 # perceptron is the gradient ascent of F(x) = E_β(x) + Σ_i w_i Φ(x_i) (weights 1/n). We draw
 # random parameters (β ~ U[0.5, 3], m = 3 neurons, a_k uniform on S², b_k ~ N(0, 0.25),
 # c_k ~ N(0, 4)), run the ascent from uniform tokens, refine with `find_critical_point` and
-# classify. "Generically" here means: for parameters drawn from a distribution with a density,
-# the fraction of draws whose critical point is atomic (fewer distinct positions than tokens,
-# `count_clusters` with δ = 1e-6) and localised (all tokens in an open hemisphere, by linear
-# programming) — a property failing only on a null set should show up in every draw.
+# classify.
+#
+# Checking that the critical point is "atomic" would prove nothing: plain (USA) ascent already
+# collapses the tokens to one atom, whatever the perceptron does. What the perceptron decides is
+# *where* the atom sits. A prediction that can fail: if all tokens sit at one point z, rotating
+# them together leaves E_β unchanged (it depends on inner products only), so F changes by
+# Φ(Rz) − Φ(z), and z must be a critical point of Φ on the sphere, P^⊥_z ∇Φ(z) = 0, computed
+# from Φ alone. The control is the same ascent with the perceptron switched off (c = 0): its
+# atom lands wherever the tokens happen to collapse, and the same residual is then non-zero
+# unless that point falls where Φ is flat (outside every active cap).
 
 # %%
 n, d, m = (8, 3, 3) if QUICK else (24, 3, 3)
@@ -117,6 +124,12 @@ def ascend(energy, x):
     return jax.lax.fori_loop(0, 4000, step, x)
 
 
+def phi_residual(perceptron, z):
+    """|P^⊥_z ∇Φ(z)|: zero iff z is a critical point of Φ on the sphere."""
+    g = jax.grad(lambda p: perceptron.potential(p[None])[0])(z)
+    return float(jnp.linalg.norm(g - jnp.dot(g, z) * z))
+
+
 records = []
 for draw in range(draws):
     keys = jr.split(jr.key(draw), 5)
@@ -124,33 +137,51 @@ for draw in range(draws):
     a = af.random_tokens(keys[1], m, d)
     b = 0.5 * jr.normal(keys[2], (m,))
     c = 2.0 * jr.normal(keys[3], (m,))
-    energy = Total(af.InteractionEnergy(beta), af.Perceptron(c[:, None] * a, a, b))
-    x = ascend(energy, af.random_tokens(keys[4], n, d))
+    perceptron = af.Perceptron(c[:, None] * a, a, b)
+    energy = Total(af.InteractionEnergy(beta), perceptron)
+    start = af.random_tokens(keys[4], n, d)
+    x = ascend(energy, start)
+    # Same pytree, perceptron off: plain (USA) ascent from the same tokens (no recompilation).
+    control = ascend(
+        Total(af.InteractionEnergy(beta), af.Perceptron(0 * c[:, None] * a, a, b)), start
+    )
     crit = af.find_critical_point(energy, x, weights, throw=False, max_steps=50)
     if not bool(crit.converged):
         records.append(dict(converged=False))
         continue
     kind = af.classify_critical_point(energy, crit.x, weights, remove_orbit=False, tol=1e-8).kind
+    positions = int(af.count_clusters(crit.x, 1e-6))
     records.append(
         dict(
             converged=True,
             kind=kind,
-            positions=int(af.count_clusters(crit.x, 1e-6)),
+            positions=positions,
             localised=in_open_hemisphere(np.asarray(crit.x)),
+            residual=phi_residual(perceptron, crit.x[0]) if positions == 1 else None,
+            control_positions=int(af.count_clusters(control, 1e-6)),
+            control_residual=phi_residual(perceptron, af.normalize(control.mean(axis=0))),
         )
     )
 converged = [r for r in records if r["converged"]]
+one_atom = [r for r in converged if r["positions"] == 1]
 atomic_fraction = np.mean([r["positions"] < n for r in converged])
+control_atomic_fraction = np.mean([r["control_positions"] == 1 for r in converged])
 localised_fraction = np.mean([r["localised"] for r in converged])
+max_residual = max(r["residual"] for r in one_atom)
+control_residuals = [r["control_residual"] for r in converged]
 print(
     f"{len(converged)}/{draws} critical points converged; kinds:",
     {k: sum(r["kind"] == k for r in converged) for k in {r["kind"] for r in converged}},
 )
 print(
-    f"atomic (fewer than {n} positions): {atomic_fraction:.0%}; "
-    f"localised (open hemisphere): {localised_fraction:.0%}"
+    f"atomic (fewer than {n} positions): {atomic_fraction:.0%}, and {control_atomic_fraction:.0%} "
+    f"one atom without the perceptron; localised (open hemisphere): {localised_fraction:.0%}"
 )
 print("distinct positions per draw:", [r["positions"] for r in converged])
+print(
+    f"one-atom critical points: {len(one_atom)}; max |P^⊥ ∇Φ(z)| at the atom: {max_residual:.1e}; "
+    f"at the perceptron-free collapse point: {np.round(control_residuals, 3).tolist()}"
+)
 
 
 # %% [markdown]

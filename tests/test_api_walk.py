@@ -153,6 +153,9 @@ RECIPES = {
     "attnflow.landscape.circle_angles": dict(x=landscape.circle_tokens(ANGLES)),
     "attnflow.blocked_attention": dict(queries=X, keys=X, values=X),
     "attnflow.models.collision_model": dict(theta0=ANGLES, beta=4.0),
+    "attnflow.models.interpolate_measures": dict(
+        x=jnp.eye(3)[None, :2], y=jnp.eye(3)[None, 1:], disentangle_time=0.0
+    ),
     "attnflow.models.rescaled_staircase": dict(theta0=ANGLES, beta=4.0),
     "attnflow.models.modified_usa": dict(theta0=ANGLES, beta=4.0),
     "attnflow.models.staircase_plateaus": dict(theta0=ANGLES, beta=4.0),
@@ -281,6 +284,7 @@ RESULT_TYPES = {
     "SurveyPoint",
     "LimitGeometry",
     "ValueSpectrum",
+    "MeasureInterpolation",
     "MeasureOptimum",
     "AttentionScores",
     "HiddenStates",

@@ -2,7 +2,8 @@
 dynamics by the spectrum of V (arXiv:2305.05465), and the time-rescaled staircase of dynamic
 metastability on the circle with its collision model, and the staircase theorem's modified
 USA, time change and plateaus (arXiv:2410.06833); the homogenised SDE
-limits of deep random multi-head attention (arXiv:2604.01978)."""
+limits of deep random multi-head attention (arXiv:2604.01978); explicit Transformer parameters
+that carry N empirical measures onto N targets (arXiv:2411.04551)."""
 
 from ._homogenized import (
     HOMOGENIZED_REGIMES as HOMOGENIZED_REGIMES,
@@ -30,4 +31,8 @@ from ._staircase_theorem import (
     staircase_log_time_change as staircase_log_time_change,
     staircase_plateaus as staircase_plateaus,
     well_prepared_constant as well_prepared_constant,
+)
+from ._transport import (
+    MeasureInterpolation as MeasureInterpolation,
+    interpolate_measures as interpolate_measures,
 )
