@@ -183,18 +183,17 @@ def interpolate_measures(
         a :class:`MeasureInterpolation`.
 
     Example:
-        >>> import jax, jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> jax.config.update("jax_enable_x64", True)
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> kx, ky = jr.split(jr.key(0))
         >>> x = af.random_tokens(kx, 6, 3).reshape(2, 3, 3)
         >>> y = af.random_tokens(ky, 6, 3).reshape(2, 3, 3)
         >>> plan = af.models.interpolate_measures(x, y)
         >>> plan.num_switches == int(plan.segments.sum())  # one disentangling piece, then steps
         True
-        >>> out = jnp.stack([af.solve(plan.field, xi, plan.t1, rtol=1e-10, atol=1e-12).ys[-1]
+        >>> out = jnp.stack([af.solve(plan.field, xi, plan.t1, rtol=1e-6, atol=1e-6).ys[-1]
         ...                  for xi in x])
         >>> moved = jnp.take_along_axis(y, plan.assignment[..., None], axis=1)
-        >>> bool(jnp.abs(out - moved).max() < 1e-6)
+        >>> bool(jnp.abs(out - moved).max() < 1e-3)  # float32 or float64; exact up to the solve
         True
     """
     x, y = _check_measures(x, y)
