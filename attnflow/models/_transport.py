@@ -190,7 +190,7 @@ def interpolate_measures(
         >>> plan = af.models.interpolate_measures(x, y)
         >>> plan.num_switches == int(plan.segments.sum())  # one disentangling piece, then steps
         True
-        >>> out = jnp.stack([af.solve(plan.field, xi, plan.t1, rtol=1e-6, atol=1e-6).ys[-1]
+        >>> out = jnp.stack([af.solve(plan.field, xi, plan.t1, rtol=1e-8, atol=1e-8).ys[-1]
         ...                  for xi in x])
         >>> moved = jnp.take_along_axis(y, plan.assignment[..., None], axis=1)
         >>> bool(jnp.abs(out - moved).max() < 1e-3)  # float32 or float64; exact up to the solve
