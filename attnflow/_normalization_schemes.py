@@ -31,9 +31,8 @@ from jaxtyping import Array, Float
 
 from ._check import check_tokens
 from ._fields._base import AbstractField
-from ._integrators._tolerance import floor_tolerances
 from ._layers import check_num_layers, layers
-from ._solve import solve as solve_on_sphere
+from ._solve import _integrate as integrate, solve as solve_on_sphere
 from ._sphere import normalize, project_tangent
 
 
@@ -155,22 +154,19 @@ class AbstractNormalizationScheme(eqx.Module):
                 args=args,
                 throw=throw,
             )
-        z0 = self._check_stream(z0)
-        rtol, atol = floor_tolerances(rtol, atol, z0.dtype)
-        saveat = (
-            diffrax.SaveAt(t1=True) if ts is None else diffrax.SaveAt(ts=jnp.asarray(ts, z0.dtype))
-        )
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            diffrax.Tsit5(),
+        # The residual stream in R^{n×d}: solve's checks, step cap and failure diagnosis, with
+        # neither the field nor the saved states normalised.
+        return integrate(
+            field,
+            self._check_stream(z0),
+            t1,
+            on_sphere=False,
             t0=t0,
-            t1=t1,
-            dt0=None,
-            y0=z0,
-            args=args,
-            saveat=saveat,
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            ts=ts,
+            rtol=rtol,
+            atol=atol,
             max_steps=max_steps,
+            args=args,
             throw=throw,
         )
 

@@ -430,7 +430,55 @@ def solve(
         >>> grads.Q.shape
         (3, 3)
     """
-    x0 = check_tokens(x0, "x0")
+    return _integrate(
+        field,
+        check_tokens(x0, "x0"),
+        t1,
+        on_sphere=True,
+        t0=t0,
+        ts=ts,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        max_steps=max_steps,
+        adjoint=adjoint,
+        args=args,
+        throw=throw,
+        stepsize_controller=stepsize_controller,
+        differentiable_twice=differentiable_twice,
+        saveat=saveat,
+        event=event,
+        progress_meter=progress_meter,
+    )
+
+
+def _integrate(
+    field,
+    x0,
+    t1,
+    *,
+    on_sphere: bool,
+    t0=0.0,
+    ts=None,
+    solver=None,
+    rtol=1e-6,
+    atol=1e-9,
+    dt0=None,
+    max_steps="auto",
+    adjoint=None,
+    args=None,
+    throw=True,
+    stepsize_controller=None,
+    differentiable_twice=False,
+    saveat=None,
+    event=None,
+    progress_meter=None,
+):
+    """:func:`solve` for checked initial states ``x0``: on the sphere (``on_sphere``: the field
+    read at y/|y|, everything saved normalised) or in R^{n×d} (the residual stream of the
+    off-sphere normalisation schemes). Both get solve's argument checks, step cap and diagnosis
+    of a failed solve."""
     throw = check_bool(throw, "throw")
     differentiable_twice = check_bool(differentiable_twice, "differentiable_twice")
     dtype = jnp.result_type(x0)
@@ -451,8 +499,8 @@ def solve(
                 stepsize_controller, jump_ts=jnp.asarray(jump_ts, dtype)
             )
     # BacksolveAdjoint rejects SaveAt(fn=...): normalise its saved values afterwards instead.
-    backsolve = isinstance(adjoint, diffrax.BacksolveAdjoint)
-    save_fn = {} if backsolve else {"fn": _save_normalized}
+    backsolve = on_sphere and isinstance(adjoint, diffrax.BacksolveAdjoint)
+    save_fn = {"fn": _save_normalized} if on_sphere and not backsolve else {}
     if saveat is not None:
         saveat = _user_saveat(saveat, ts, backsolve, dtype, t0, t1)
     elif ts is None:
@@ -465,7 +513,7 @@ def solve(
     if progress_meter is not None:
         kwargs["progress_meter"] = progress_meter
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_OnSphere(field)),
+        diffrax.ODETerm(_OnSphere(field) if on_sphere else field),
         solver,
         t0=t0,
         t1=t1,
@@ -484,6 +532,6 @@ def solve(
         sol = _check_solution(sol, field, t0, x0, args, max_steps, t1_value)
     if backsolve:
         sol = eqx.tree_at(lambda s: s.ys, sol, jax.tree_util.tree_map(unit_rows, sol.ys))
-    if sol.interpolation is not None:
+    if on_sphere and sol.interpolation is not None:
         sol = eqx.tree_at(lambda s: s.interpolation, sol, _DenseOnSphere(sol.interpolation))
     return sol

@@ -2,6 +2,7 @@
 at order 1 in the step, and pre-LN's radius bookkeeping agrees with an independent polar-form
 integration."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -169,3 +170,21 @@ def test_bad_inputs():
         af.PreLN().layers(SUBLAYER, x0.at[0, 0].set(jnp.nan), 1, 0.1)
     with pytest.raises(ValueError, match="num_layers"):
         af.PreLN().layers(SUBLAYER, x0, -1, 0.1)
+    # The off-sphere schemes integrate the residual stream with solve's own checks: a NaN
+    # horizon or a negative tolerance used to return z0 with a "successful" result.
+    for scheme in (af.PreLN(), af.PeriLN()):
+        with pytest.raises(ValueError, match="t1: expected a finite value, got nan"):
+            scheme.solve(SUBLAYER, x0, jnp.nan)
+        with pytest.raises(ValueError, match="rtol: expected a finite tolerance > 0, got -1"):
+            scheme.solve(SUBLAYER, x0, 1.0, rtol=-1.0)
+        with pytest.raises(ValueError, match="throw: expected a bool"):
+            scheme.solve(SUBLAYER, x0, 1.0, throw="no")
+
+
+def test_off_sphere_solve_diagnoses_a_step_cap():
+    """The residual-stream solve reports a step cap as solve does (not a silent partial run)."""
+    x0 = af.random_tokens(jr.key(9), N, D)
+    with pytest.raises(Exception, match="reached max_steps = 2"):
+        af.PreLN().solve(SUBLAYER, x0, 5.0, max_steps=2)
+    sol = af.PreLN().solve(SUBLAYER, x0, 5.0, max_steps=2, throw=False)
+    assert sol.result == diffrax.RESULTS.max_steps_reached
