@@ -132,7 +132,10 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         solve_homogenized as solve_homogenized,
     )
 
-__version__ = _metadata.version("attnflow")
+try:
+    __version__ = _metadata.version("attnflow")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "unknown"
 
 # Names that moved to a public subpackage: the old top-level name still works, with a warning.
 _MOVED = {
