@@ -8,6 +8,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
@@ -280,13 +281,22 @@ def _check_solve_arguments(t0, t1, rtol, atol, max_steps, dt0, dtype):
     max_steps = check_max_steps(max_steps)
     rtol, atol = floor_tolerances(rtol, atol, dtype)
     # As arrays the tolerances are traced, not static: another tolerance reuses the compiled solve.
-    rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
+    rtol, atol = _scalar_array(rtol, dtype), _scalar_array(atol, dtype)
     # diffrax promotes y to the time dtype: keep times in the tokens' precision.
-    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    t0, t1 = _scalar_array(t0, dtype), _scalar_array(t1, dtype)
     if dt0 is not None:
         dt0 = _check_dt0(dt0, t0, t1)
-        dt0 = jnp.asarray(dt0, dtype)
+        dt0 = _scalar_array(dt0, dtype)
     return t0, t1, t1_value, rtol, atol, max_steps, dt0
+
+
+def _scalar_array(value, dtype):
+    """A scalar as a 0-d array of ``dtype``: a NumPy array for Python and NumPy numbers (the
+    compiled solve takes it as an argument like any array; building a device array eagerly costs
+    a dispatch per scalar), a JAX array otherwise."""
+    if isinstance(value, (int, float, np.number, np.ndarray)):
+        return np.asarray(value, dtype)
+    return jnp.asarray(value, dtype)
 
 
 def _check_event(event):

@@ -8,6 +8,11 @@ shared machine. A third timing, the checks alone on solve's arguments, bounds it
 
     python benchmarks/validation_overhead.py            # n = 8, 200 rounds
     python benchmarks/validation_overhead.py --rounds 5 # smoke test
+    python benchmarks/validation_overhead.py --phase    # the phase engine (n = 32, d = 2)
+
+``--phase`` times ``attnflow.phase_diagram`` on a small grid (compiled first) against its own
+argument checks alone: the engine validates its arguments once per call, so the checks are a
+fixed cost beside a run of seconds.
 """
 
 import argparse
@@ -109,5 +114,42 @@ def main():
     print(f"  checks / solve  {100 * med(alone) / med(bare):.2f}%")
 
 
+def phase(rounds):
+    from attnflow._phase import _driver
+
+    key = jr.key(0)
+    kwargs = dict(n=32, d=2, betas=[1.0, 4.0, 9.0], ts=[2.0, 10.0, 30.0], realizations=64)
+
+    def call():
+        return af.phase_diagram(key, progress=False, **kwargs)
+
+    def checks_only():
+        _check.check_key(key)
+        for name in ("n", "d", "realizations", "max_steps"):
+            _driver._positive_int(kwargs.get(name, 2000), name)
+        _driver._check_grid(kwargs["betas"], kwargs["ts"])
+        _driver._check_delta(1e-3)
+        _check.check_positive_scalar(1e-3, "rtol", what="tolerance")
+        _check.check_positive_scalar(1e-6, "atol", what="tolerance")
+        for name in ("shared_weights", "progress", "statistics"):
+            _check.check_bool(False, name)
+        _driver._check_statistic_family(None, None, 1e-3)
+
+    jax.block_until_ready(call())  # compile
+    runs = [timed(call, 1) for _ in range(rounds)]
+    alone = [timed(checks_only, 20) for _ in range(rounds)]
+    med = statistics.median
+    print(f"phase_diagram n=32 d=2, 3 x 3 grid, 64 realisations: {rounds} runs")
+    print(f"  run             {med(runs) * 1e3:8.1f} ms (median; min {min(runs) * 1e3:.1f}, "
+          f"max {max(runs) * 1e3:.1f})")
+    print(f"  checks alone    {med(alone) * 1e3:8.3f} ms (median)")
+    print(f"  checks / run    {100 * med(alone) / med(runs):.3f}%")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--phase" in sys.argv:
+        phase(int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 7)
+    else:
+        main()
