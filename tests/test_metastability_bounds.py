@@ -206,6 +206,14 @@ def test_within_cap_inequality_along_the_flow(three_caps, normalization):
     x0, runs = three_caps
     b, ts, ys = runs[normalization]
     n = len(x0)
+    # the clocks: attnflow's SA is the paper's (SA); attnflow's USA is e^β times the paper's
+    field = af.SelfAttention(BETA, normalization=normalization)
+    np.testing.assert_allclose(
+        np.asarray(field(0.0, jnp.asarray(x0), None)) * b.time_unit,
+        numpy_field(x0, BETA, normalization),
+        rtol=1e-12,
+        atol=1e-15,
+    )
     checked = 0
     for x in ys[ts <= b.t1_upper]:
         v = numpy_field(x, BETA, normalization)

@@ -52,14 +52,14 @@ time every time above is multiplied by e^{−β} (``normalization="n"``).
 
 **Measured** (tests/test_metastability_bounds.py, float64): the bounds hold and are loose.
 Three caps on S² around orthogonal centres, n = 9, ε = 0.01, β = 28 (α = 0.390, γ = 0.184,
-λ = 0.9 λ_max = 0.311 > λ_* = 0.090): no token gets past 0.69ε from its centre before
-t2_lower = 2.9e4 (the caps' boundary is at 2ε), and the within-cap diameter falls below
+λ = 0.9 λ_max = 0.311 > λ_* = 0.090): 1 − ⟨x_i, w_q⟩ never exceeds its initial maximum 0.69ε
+up to t2_lower = 2.9e4 (the caps S_q(2ε) end at 2ε), and the within-cap diameter falls below
 2e^{−λβ} = 3.3e-4 at t ≈ 2.6 for (SA) and 7.4 for (USA) (paper's time), while t1_upper = 3.9e2.
 Two caps on S¹ at angle θ = 2.1 (n = 4, ε = 3e-3, β = 7.5 … 9): the tokens leave S_q(2ε) at
 380–460 × t2_lower, and the escape and merge times grow like e^{sβ}/β with s ≈ 1 − cos θ =
 1.505 (fitted slope of log(βT): 1.51 to 1.56; of log T: 1.39 to 1.43), the exponent of two point
 clusters at angle θ, not 1 − α(ε) = 1 − cos(θ − 2r) = 1.305: e^{(1−α)β} is a lower bound on the
-metastable time scale, sharp only as ε → 0.
+metastable time scale, which approaches the measured exponent as ε → 0 (α → cos θ).
 """
 
 import math
