@@ -159,6 +159,9 @@ RECIPES = {
     "attnflow.models.rescaled_staircase": dict(theta0=ANGLES, beta=4.0),
     "attnflow.models.modified_usa": dict(theta0=ANGLES, beta=4.0),
     "attnflow.models.staircase_plateaus": dict(theta0=ANGLES, beta=4.0),
+    "attnflow.models.metastability_bounds": dict(
+        x0=X, centres=X[:2], epsilon=0.01, beta=4.0, lam=0.5
+    ),
     "attnflow.models.staircase_log_time_change": dict(theta=ANGLES, beta=4.0),
     "attnflow.models.well_prepared_constant": dict(theta=ANGLES, beta=4.0),
     "attnflow.models.collision_radius": dict(beta=4.0),
@@ -283,6 +286,7 @@ RESULT_TYPES = {
     "LandscapeSurvey",
     "SurveyPoint",
     "LimitGeometry",
+    "MetastabilityBounds",
     "ValueSpectrum",
     "MeasureInterpolation",
     "MeasureOptimum",

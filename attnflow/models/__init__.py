@@ -1,7 +1,8 @@
 """Follow-up models of the attention dynamics: limit geometries of the pure (unprojected)
 dynamics by the spectrum of V (arXiv:2305.05465), and the time-rescaled staircase of dynamic
-metastability on the circle with its collision model, and the staircase theorem's modified
-USA, time change and plateaus (arXiv:2410.06833); the homogenised SDE
+metastability on the circle with its collision model, the staircase theorem's modified
+USA, time change and plateaus, and the metastability theorem's separation, exponents and times
+T₁, T₂ (arXiv:2410.06833); the homogenised SDE
 limits of deep random multi-head attention (arXiv:2604.01978); explicit Transformer parameters
 that carry N empirical measures onto N targets (arXiv:2411.04551)."""
 
@@ -23,6 +24,10 @@ from ._limit_geometry import (
 from ._metastability import (
     collision_model as collision_model,
     rescaled_staircase as rescaled_staircase,
+)
+from ._metastability_bounds import (
+    MetastabilityBounds as MetastabilityBounds,
+    metastability_bounds as metastability_bounds,
 )
 from ._staircase_theorem import (
     collision_radius as collision_radius,
