@@ -103,10 +103,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         phase_diagram as phase_diagram,
         phase_diagram_from_tokens as phase_diagram_from_tokens,
     )
-    from ._random_weights import (
-        StackedMultiHeadAttention as StackedMultiHeadAttention,
-        random_multihead_attention as random_multihead_attention,
-    )
+    from ._random_weights import random_multihead_attention as random_multihead_attention
     from ._sharding import (
         sharded_ensemble_solve as sharded_ensemble_solve,
         sharded_solve as sharded_solve,
@@ -183,6 +180,15 @@ _MOVED = {
     "von_mises_fisher_mixture": "attnflow.measures",
 }
 
+# Names replaced by another public name: the old name still works, with a warning naming the new.
+_REPLACED = {
+    "StackedMultiHeadAttention": (
+        "attnflow._fields._self_attention",
+        "attnflow.MultiHeadAttention(beta=beta, Q=Q, K=K, V=V, scale=scale), the one multi-head "
+        "class (it stores the heads stacked)",
+    ),
+}
+
 
 def _public_names() -> dict[str, tuple[str, str | None]]:
     """Each public name -> (module, attribute), from the ``TYPE_CHECKING`` imports above;
@@ -222,6 +228,16 @@ def __getattr__(name):
             stacklevel=2,
         )
         return getattr(_importlib.import_module(_MOVED[name]), name)
+    if name in _REPLACED:
+        import warnings
+
+        module_name, replacement = _REPLACED[name]
+        warnings.warn(
+            f"attnflow.{name} is deprecated: use {replacement}; the old name will be removed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_importlib.import_module(module_name), name)
     raise AttributeError(f"module 'attnflow' has no attribute {name!r}")
 
 

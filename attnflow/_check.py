@@ -387,6 +387,15 @@ def check_int(value, name: str, *, low: int | None = None, high: int | None = No
     return value
 
 
+def check_block_size(block_size, name: str = "block_size"):
+    """None or a positive Python integer (the block size of the blocked attention kernel)."""
+    if block_size is not None and (
+        not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
+    ):
+        raise ValueError(f"{name}: expected None or a positive integer, got {block_size!r}")
+    return block_size
+
+
 def check_range(value, name: str, low: float, high: float, *, what: str = "a value"):
     """A finite real scalar in the closed interval [low, high] (e.g. a correlation ρ in [−1, 1])."""
     _scalar(value, name)

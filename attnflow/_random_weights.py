@@ -21,7 +21,7 @@ from ._check import (
     check_positive_scalar,
 )
 from ._fields._piecewise import PiecewiseConstant
-from ._fields._stacked import StackedMultiHeadAttention
+from ._fields._self_attention import MultiHeadAttention
 
 
 def random_multihead_attention(
@@ -39,8 +39,9 @@ def random_multihead_attention(
     dtype=None,
 ) -> PiecewiseConstant:
     r"""Random deep multi-head attention: a :class:`PiecewiseConstant` stack of
-    :class:`StackedMultiHeadAttention` layers with Gaussian weights drawn independently per layer
-    and per head. Run it as the discrete Transformer with step τ = t1/L::
+    :class:`MultiHeadAttention` layers (stacked heads, ``MultiHeadAttention(beta=β, Q=Q, K=K,
+    V=V, scale=c)``) with Gaussian weights drawn independently per layer and per head. Run it
+    as the discrete Transformer with step τ = t1/L::
 
         xs = attnflow.layers(field, x0, num_layers, t1 / num_layers)
 
@@ -127,7 +128,7 @@ def random_multihead_attention(
         lambda g: mean * jnp.eye(d, dtype=dtype)[None, None] + g / math.sqrt(d),
     )
     stacked = eqx.filter_vmap(
-        lambda q, kmat, v: StackedMultiHeadAttention(beta, q, kmat, v, scale)
+        lambda q, kmat, v: MultiHeadAttention(beta=beta, Q=q, K=kmat, V=v, scale=scale)
     )(Q, K, V)
     # Switch times in the default float dtype, the dtype of the times t = k·τ that `layers`
     # computes: float32 times would round past a float64 k·τ and repeat a layer.

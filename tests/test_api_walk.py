@@ -107,7 +107,7 @@ VALID = {
 RECIPES = {
     "attnflow.FeedForward": dict(w=jnp.eye(3), a=jnp.eye(3), b=jnp.zeros(3)),
     "attnflow.Perceptron": dict(w=jnp.eye(3), a=jnp.eye(3), b=jnp.zeros(3)),
-    "attnflow.StackedMultiHeadAttention": dict(
+    "attnflow.MultiHeadAttention": dict(
         beta=1.0, Q=jnp.eye(3)[None], K=jnp.eye(3)[None], V=jnp.eye(3)[None]
     ),
     "attnflow.PiecewiseConstant": dict(field=af.SelfAttention(1.0), switch_times=jnp.array([1.0])),

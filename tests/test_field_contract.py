@@ -117,8 +117,8 @@ CASES = {
         True,
         True,
     ),
-    "StackedMultiHead": (
-        lambda: af.StackedMultiHeadAttention(BETA, STACK_Q, STACK_K, STACK_V, scale=0.5),
+    "MultiHeadStacked": (
+        lambda: af.MultiHeadAttention(beta=BETA, Q=STACK_Q, K=STACK_K, V=STACK_V, scale=0.5),
         _np_stacked,
         True,
         True,

@@ -38,7 +38,7 @@ def test_stacked_heads_equal_scaled_multihead_attention():
     H, k, d, n = 3, 2, 4, 5
     Q, K, V = rng.normal(size=(H, k, d)), rng.normal(size=(H, k, d)), rng.normal(size=(H, d, d))
     x = af.random_tokens(jr.key(0), n, d)
-    stacked = af.StackedMultiHeadAttention(1.7, Q, K, V, scale=0.3)(0.0, x)
+    stacked = af.MultiHeadAttention(beta=1.7, Q=Q, K=K, V=V, scale=0.3)(0.0, x)
     heads = af.MultiHeadAttention([af.SelfAttention(1.7, Q[h], K[h], V[h]) for h in range(H)])
     np.testing.assert_allclose(stacked, 0.3 * heads(0.0, x), rtol=1e-12, atol=1e-14)
 
@@ -136,12 +136,16 @@ def test_bad_inputs():
         af.random_multihead_attention(key, 3, num_layers=2, num_heads=1, t1=0.0)
     with pytest.raises(ValueError, match="beta: expected a finite value >= 0"):
         af.random_multihead_attention(key, 3, num_layers=2, num_heads=1, beta=-1.0)
-    with pytest.raises(ValueError, match=r"V: expected Q and K of the same shape \(H, k, d\)"):
-        af.StackedMultiHeadAttention(
-            1.0, jnp.ones((2, 1, 3)), jnp.ones((2, 1, 3)), jnp.ones((2, 3, 2))
+    with pytest.raises(ValueError, match=r"Q, K, V: expected the same number of heads H"):
+        af.MultiHeadAttention(
+            beta=1.0, Q=jnp.ones((2, 1, 3)), K=jnp.ones((2, 1, 3)), V=jnp.ones((2, 2, 2))
+        )
+    with pytest.raises(ValueError, match=r"V: expected square value matrices \(H, d, d\)"):
+        af.MultiHeadAttention(
+            beta=1.0, Q=jnp.ones((2, 1, 3)), K=jnp.ones((2, 1, 3)), V=jnp.ones((2, 2, 3))
         )
     with pytest.raises(ValueError, match="x: tokens have dimension d = 2"):
-        f = af.StackedMultiHeadAttention(
-            1.0, jnp.ones((2, 1, 3)), jnp.ones((2, 1, 3)), jnp.ones((2, 3, 3))
+        f = af.MultiHeadAttention(
+            beta=1.0, Q=jnp.ones((2, 1, 3)), K=jnp.ones((2, 1, 3)), V=jnp.ones((2, 3, 3))
         )
         f(0.0, jnp.ones((3, 2)) / np.sqrt(2))

@@ -39,7 +39,9 @@ FIELDS = {
     "MultiHead": lambda beta, Q, K, V: af.MultiHeadAttention(
         [af.SelfAttention(beta, Q, K, V), af.SelfAttention(beta, K, Q, V)]
     ),
-    "Stacked": lambda beta, Q, K, V: af.StackedMultiHeadAttention(beta, Q[None], K[None], V[None]),
+    "Stacked": lambda beta, Q, K, V: af.MultiHeadAttention(
+        beta=beta, Q=Q[None], K=K[None], V=V[None], scale=0.5
+    ),
     "Positional": lambda beta, Q, K, V: af.PositionalAttention(
         beta, af.alibi_bias(6, 0.3), Q, K, V
     ),

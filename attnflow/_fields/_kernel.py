@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
-from .._check import check_measure, is_traced
+from .._check import check_block_size, check_measure, is_traced
 
 DENSE_TILE = 2**22
 """Logits the dense path handles at once: DENSE_TILE // m query rows against all m keys.
@@ -498,10 +498,7 @@ def attention(
     """
     _check_normalization(normalization)
     _check_mask(mask)
-    if block_size is not None and (
-        not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
-    ):
-        raise ValueError(f"block_size: expected None or a positive integer, got {block_size!r}")
+    check_block_size(block_size)
     queries, keys, values, weights, bias = _prepare(queries, keys, values, weights, bias)
     if normalization == "hardmax":
         a = attention_matrix(

@@ -8,7 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_beta, check_matrix, check_shape_tokens
+from .._check import (
+    as_array,
+    check_beta,
+    check_block_size,
+    check_bool,
+    check_finite_scalar,
+    check_matrix,
+    check_real_values,
+    check_shape_tokens,
+)
 from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
 
 
@@ -121,11 +130,7 @@ class SelfAttention(AbstractAttention):
         if not isinstance(causal, bool | np.bool_):
             raise ValueError(f"causal: expected True or False, got {causal!r}")
         self.causal = bool(causal)
-        if block_size is not None and (
-            not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
-        ):
-            raise ValueError(f"block_size: expected None or a positive integer, got {block_size!r}")
-        self.block_size = block_size
+        self.block_size = check_block_size(block_size)
 
     @property
     def dim(self) -> int | None:
@@ -161,72 +166,352 @@ def project_rows(x, matrix):
 
 
 class MultiHeadAttention(AbstractAttention):
-    """Multi-head self-attention, paper (2.7): one projection outside the sum over heads,
+    r"""Multi-head self-attention, paper (2.7) of arXiv:2312.10794: H heads summed, with one
+    tangent projection outside the sum,
 
-        ẋ_i = P^⊥_{x_i} ( Σ_h Σ_j a^h_ij V_h x_j ).
+        ẋ_i = P^⊥_{x_i} ( c Σ_h Σ_j a^h_ij V_h x_j ),   a^h_ij = e^{β_h⟨Q_h x_i, K_h x_j⟩} / Z^h_i,
 
-    The heads' scores are stacked on the head axis of :class:`AttentionScores`, and the base
-    class maps the kernel over it and sums: ``logits`` and ``attention_matrix`` are
-    (heads, n, n), in the order of ``heads``. For many heads of one shape,
-    :class:`attnflow.StackedMultiHeadAttention` stores them as stacked arrays instead.
+    with Z^h_i = Σ_j e^{β_h⟨Q_h x_i, K_h x_j⟩} in a ``"softmax"`` head (SA) and Z^h_i = n in an
+    ``"n"`` head (USA); a causal head sums over j ≤ i only. c is ``scale`` (1 unless given).
+
+    The heads are stored as stacked arrays, Q_h, K_h the rows of Q, K: (H, k, d) and V_h of
+    V: (H, d, d) (``None``: the identity in every head), and computed together: the scores carry
+    a head axis (:class:`AttentionScores`), the base class maps the one kernel over it and sums
+    once, at cost O(H(n²k + n d²)) and no Python loop over the heads. Two constructions of the
+    same field:
+
+    - ``MultiHeadAttention(heads)``: from a sequence of :class:`SelfAttention` heads on the same
+      d (c = ``scale``, default 1). A missing Q, K or V is materialised as the identity unless
+      every head lacks it; heads of different head dimensions k are padded with zero rows of Q_h
+      and K_h (exact: a zero row adds nothing to ⟨Q_h x, K_h y⟩); β, the normalisation and the
+      mask are per head; the block size is the smallest a head asks for (or ``block_size``).
+    - ``MultiHeadAttention(beta=β, Q=Q, K=K, V=V, scale=c)``: from the stacked arrays, with β
+      shared by the heads or one per head (the random model of
+      :func:`random_multihead_attention` stacks these once more over the layers).
+
+    ``logits`` and ``attention_matrix`` are (H, n, n), in head order; :attr:`heads` gives the
+    heads back as :class:`SelfAttention` fields. Heads that differ in mask or normalisation are
+    evaluated in runs of consecutive alike heads.
+
+    Trained parameters: Q, K and V are arrays, so ``eqx.filter_grad`` and optax train them. β
+    and c given as Python numbers are hyperparameters (floats, left unchanged by optax); pass
+    arrays to train them (docs/conventions.md, "Which parameters are trained"). From heads, β is
+    a tuple of floats when every head's β is a number, else an (H,) array.
 
     Args:
-        heads: a sequence of :class:`SelfAttention` heads acting on the same d.
+        heads: a sequence of :class:`SelfAttention` heads acting on the same d; or leave it out
+            and give the stacked arrays below.
+        beta: inverse temperature β ≥ 0: a scalar shared by the heads, or one per head (H,).
+        Q, K: (H, k, d) stacked query and key matrices, or ``None`` (the identity, k = d).
+        V: (H, d, d) stacked value matrices, or ``None`` (the identity).
+        scale: the scalar c in front of the sum over heads (default 1).
+        normalization: ``"softmax"`` (SA) or ``"n"`` (USA), for every head or one per head
+            (default ``"softmax"``; from ``heads``, each head's own).
+        causal: mask j > i, for every head or one per head (default False; from ``heads``, each
+            head's own).
+        block_size: ``None`` (dense up to n = 4096, blocked above) or a positive integer to force
+            the blocked kernel with that block size.
 
     Example:
-        >>> import jax.random as jr, attnflow as af
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> x = af.random_tokens(jr.key(0), 6, 4)
         >>> mha = af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(2.0)])
         >>> mha(0.0, x, None).shape, mha.attention_matrix(x).shape
         ((6, 4), (2, 6, 6))
+        >>> Q = jr.normal(jr.key(1), (3, 2, 4))  # H = 3 heads, k = 2, d = 4
+        >>> stacked = af.MultiHeadAttention(beta=1.0, Q=Q, K=Q, scale=0.5)
+        >>> heads = af.MultiHeadAttention([af.SelfAttention(1.0, Q[h], Q[h]) for h in range(3)])
+        >>> bool(jnp.allclose(stacked(0.0, x), 0.5 * heads(0.0, x)))
+        True
     """
 
-    heads: tuple[SelfAttention, ...]
+    beta: float | tuple[float, ...] | Float[Array, ""] | Float[Array, " heads"]
+    Q: Float[Array, "heads k d"] | None
+    K: Float[Array, "heads k d"] | None
+    V: Float[Array, "heads d d"] | None
+    scale: float | Float[Array, ""]
+    num_heads: int = eqx.field(static=True)
+    normalization: str | tuple[str, ...] = eqx.field(static=True)
+    causal: bool | tuple[bool, ...] = eqx.field(static=True)
+    block_size: int | None = eqx.field(static=True)
 
-    def __init__(self, heads):
-        self.heads = tuple(heads)
-
-    def __check_init__(self):
-        if not self.heads:
-            raise ValueError("heads: expected at least one SelfAttention head, got none")
-        for i, head in enumerate(self.heads):
-            if not isinstance(head, SelfAttention):
-                raise ValueError(f"heads[{i}]: expected a SelfAttention, got {type(head).__name__}")
-        dims = {h.dim for h in self.heads} - {None}
-        if len(dims) > 1:
-            raise ValueError(f"heads: all heads must act on the same d, got dimensions {dims}")
+    def __init__(
+        self,
+        heads=None,
+        *,
+        beta=None,
+        Q=None,
+        K=None,
+        V=None,
+        scale=1.0,
+        normalization=None,
+        causal=None,
+        block_size=None,
+    ):
+        if heads is not None:
+            stacked = dict(beta=beta, Q=Q, K=K, V=V, normalization=normalization, causal=causal)
+            given = [name for name, value in stacked.items() if value is not None]
+            if given:
+                raise ValueError(
+                    f"heads: give either the heads or the stacked arrays, not both (got heads "
+                    f"and {', '.join(given)}); each head carries its own β, Q, K, V, "
+                    "normalization and causal"
+                )
+            beta, Q, K, V, normalization, causal, head_block = _stack_heads(heads)
+            block_size = head_block if block_size is None else block_size
+        elif beta is None:
+            raise ValueError(
+                "heads: expected a sequence of SelfAttention heads, or the stacked arrays "
+                "beta=..., Q=..., K=..., V=...; got neither"
+            )
+        Q, K, V, num_heads = _check_stacked(Q, K, V)
+        beta, num_heads = _check_head_betas(beta, num_heads)
+        self.beta = beta
+        self.Q, self.K, self.V = Q, K, V
+        self.scale = hyperparameter(check_finite_scalar(scale, "scale"))
+        self.num_heads = num_heads
+        self.normalization = _per_head(
+            "softmax" if normalization is None else normalization,
+            "normalization",
+            num_heads,
+            _check_normalization,
+        )
+        causal = False if causal is None else causal
+        self.causal = _per_head(causal, "causal", num_heads, check_bool)
+        self.block_size = check_block_size(block_size)
 
     @property
-    def block_size(self) -> int | None:
-        """The smallest block size any head asks for (None: each head's default)."""
-        sizes = [h.block_size for h in self.heads if h.block_size is not None]
-        return min(sizes) if sizes else None
+    def dim(self) -> int | None:
+        """The token dimension d fixed by Q, K or V (None when all are the identity)."""
+        for m in (self.Q, self.K, self.V):
+            if m is not None:
+                return m.shape[-1]
+        return None
+
+    @property
+    def heads(self) -> tuple[SelfAttention, ...]:
+        """The H heads as :class:`SelfAttention` fields (c folded into V_h; Q_h and K_h with the
+        zero rows of padding, if any; ``None`` where every head has the identity)."""
+        norms, causal = self._per_head_settings()
+        scale_is_one = isinstance(self.scale, float) and self.scale == 1.0
+        heads = []
+        for h in range(self.num_heads):
+            per_head = isinstance(self.beta, tuple) or jnp.ndim(self.beta) == 1
+            beta = self.beta[h] if per_head else self.beta
+            V = None if self.V is None else self.V[h]
+            if not scale_is_one:
+                d = self.dim
+                V = self.scale * (jnp.eye(d, dtype=self._dtype()) if V is None else V)
+            heads.append(
+                SelfAttention(
+                    beta,
+                    None if self.Q is None else self.Q[h],
+                    None if self.K is None else self.K[h],
+                    V,
+                    normalization=norms[h],
+                    causal=causal[h],
+                    block_size=self.block_size,
+                )
+            )
+        return tuple(heads)
+
+    def _dtype(self):
+        arrays = [m for m in (self.Q, self.K, self.V) if m is not None]
+        return jnp.result_type(*arrays) if arrays else jnp.result_type(float)
+
+    def _per_head_settings(self):
+        H = self.num_heads
+        norms = self.normalization
+        causal = self.causal
+        return (
+            norms if isinstance(norms, tuple) else (norms,) * H,
+            causal if isinstance(causal, tuple) else (causal,) * H,
+        )
 
     def check_tokens(self, x):
-        for head in self.heads:
-            head.check_tokens(x)
+        check_shape_tokens(x)
+        if self.dim is not None and x.shape[1] != self.dim:
+            raise ValueError(
+                f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
+            )
 
     def scores(self, x, weights):
-        """Each head's scores stacked on the head axis, in the order of ``heads``: consecutive
-        heads that share the mask, normalisation and head dimension form one group (a tuple of
+        """q^h_i = β_h Q_h x_i, k^h_j = K_h x_j, v^h_j = c V_h x_j on the head axis; runs of
+        consecutive heads that share the mask and normalisation form one group each (a tuple of
         groups when there are several)."""
-        runs: list[list] = []
-        for head in self.heads:
-            s = head.scores(x, weights)
-            key = (s.mask, s.normalization, s.queries.shape[-1])
-            if runs and runs[-1][0] == key:
-                runs[-1][1].append(s)
-            else:
-                runs.append([key, [s]])
-        stacked = tuple(
-            members[0]._replace(
-                queries=jnp.stack([m.queries for m in members]),
-                keys=jnp.stack([m.keys for m in members]),
-                values=jnp.stack([m.values for m in members]),
-            )
-            for _, members in runs
+        H, dtype = self.num_heads, x.dtype
+
+        def project(m):
+            if m is None:
+                return jnp.broadcast_to(x, (H,) + x.shape)
+            return jnp.einsum("hkd,nd->hnk", jnp.asarray(m, dtype), x)
+
+        beta = jnp.asarray(self.beta, dtype)
+        beta = beta[:, None, None] if beta.ndim else beta
+        scores = AttentionScores(
+            queries=beta * project(self.Q),
+            keys=project(self.K),
+            values=jnp.asarray(self.scale, dtype) * project(self.V),
+            weights=weights,
         )
-        return stacked[0] if len(stacked) == 1 else stacked
+        norms, causal = self._per_head_settings()
+        runs: list[list] = []  # [start, stop, mask, normalization]
+        for h in range(H):
+            kernel = "softmax" if norms[h] == "softmax" else "sum"
+            setting = ["causal" if causal[h] else None, kernel]
+            if runs and runs[-1][2:] == setting:
+                runs[-1][1] = h + 1
+            else:
+                runs.append([h, h + 1, *setting])
+        groups = tuple(
+            scores._replace(
+                queries=scores.queries[start:stop],
+                keys=scores.keys[start:stop],
+                values=scores.values[start:stop],
+                mask=mask,
+                normalization=normalization,
+            )
+            for start, stop, mask, normalization in runs
+        )
+        if len(groups) == 1:
+            return scores._replace(mask=runs[0][2], normalization=runs[0][3])
+        return groups
+
+
+def _check_normalization(value, name):
+    if not isinstance(value, str) or value not in ("softmax", "n"):
+        raise ValueError(f"{name}: expected 'softmax' (SA) or 'n' (USA), got {value!r}")
+    return value
+
+
+def _per_head(value, name, num_heads, check):
+    """One setting for every head, or a list/tuple of one per head (collapsed when alike)."""
+    if not isinstance(value, list | tuple):
+        return check(value, name)
+    if len(value) != num_heads:
+        raise ValueError(
+            f"{name}: expected one value for every head or one per head ({num_heads}), got "
+            f"{len(value)}"
+        )
+    values = tuple(check(v, f"{name}[{h}]") for h, v in enumerate(value))
+    return values[0] if len(set(values)) == 1 else values
+
+
+def _stack_heads(heads):
+    """β, Q, K, V, normalizations, causal flags and block size of a sequence of heads."""
+    if isinstance(heads, AbstractAttention | str | bytes) or not hasattr(heads, "__iter__"):
+        raise ValueError(
+            f"heads: expected a sequence of SelfAttention heads, got {type(heads).__name__}"
+        )
+    heads = tuple(heads)
+    if not heads:
+        raise ValueError("heads: expected at least one SelfAttention head, got none")
+    for i, head in enumerate(heads):
+        if not isinstance(head, SelfAttention):
+            raise ValueError(f"heads[{i}]: expected a SelfAttention, got {type(head).__name__}")
+    dims = {h.dim for h in heads} - {None}
+    if len(dims) > 1:
+        raise ValueError(f"heads: all heads must act on the same d, got dimensions {dims}")
+    d = dims.pop() if dims else None
+    matrices = [m for h in heads for m in (h.Q, h.K, h.V) if m is not None]
+    dtype = jnp.result_type(*matrices) if matrices else None
+
+    def eye():
+        return jnp.eye(d, dtype=dtype)
+
+    Q = K = V = None
+    if any(h.Q is not None or h.K is not None for h in heads):
+        qs = [eye() if h.Q is None else h.Q for h in heads]
+        ks = [eye() if h.K is None else h.K for h in heads]
+        k = max(q.shape[0] for q in qs)
+        pad = lambda m: jnp.pad(m, [(0, k - m.shape[0]), (0, 0)])  # noqa: E731
+        Q = jnp.stack([pad(q) for q in qs])
+        K = jnp.stack([pad(m) for m in ks])
+    if any(h.V is not None for h in heads):
+        V = jnp.stack([eye() if h.V is None else h.V for h in heads])
+    betas = [h.beta for h in heads]
+    if all(isinstance(b, float) for b in betas):
+        beta = tuple(betas)
+    else:
+        beta = jnp.stack([jnp.asarray(b) for b in betas])
+    sizes = [h.block_size for h in heads if h.block_size is not None]
+    return (
+        beta,
+        Q,
+        K,
+        V,
+        tuple(h.normalization for h in heads),
+        tuple(h.causal for h in heads),
+        min(sizes) if sizes else None,
+    )
+
+
+def _check_stacked(Q, K, V):
+    """Stacked Q, K: (H, k, d) and V: (H, d, d), any of them None; returns them and H."""
+    given = {}
+    for name, m in (("Q", Q), ("K", K), ("V", V)):
+        if m is None:
+            continue
+        m = as_array(m, name)
+        check_matrix(m, name, "(H, d, d)" if name == "V" else "(H, k, d)", ndim=3)
+        given[name] = jnp.asarray(check_real(m, name))
+    shapes = {name: m.shape for name, m in given.items()}
+    if len({(s[0], s[2]) for s in shapes.values()}) > 1:
+        listed = ", ".join(f"{name}: {s}" for name, s in shapes.items())
+        raise ValueError(
+            "Q, K, V: expected the same number of heads H and token dimension d (first and last "
+            f"axes), got {listed}"
+        )
+    if "V" in shapes and shapes["V"][1] != shapes["V"][2]:
+        raise ValueError(f"V: expected square value matrices (H, d, d), got shape {shapes['V']}")
+    if ("Q" in shapes) != ("K" in shapes):
+        present, other = ("Q", "K") if "Q" in shapes else ("K", "Q")
+        if shapes[present][1] != shapes[present][2]:
+            raise ValueError(
+                f"{other}: is missing (identity) so {present} must be square (H, d, d), got "
+                f"shape {shapes[present]}; pass both Q and K for rectangular forms"
+            )
+    if "Q" in shapes and "K" in shapes and shapes["Q"] != shapes["K"]:
+        raise ValueError(
+            f"Q, K: expected the same shape (H, k, d) to form ⟨Q_h x, K_h y⟩, got Q: "
+            f"{shapes['Q']}, K: {shapes['K']}"
+        )
+    num_heads = next(iter(shapes.values()))[0] if shapes else None
+    return given.get("Q"), given.get("K"), given.get("V"), num_heads
+
+
+def _check_head_betas(beta, num_heads):
+    """β shared (a scalar) or per head (a list/tuple of numbers, or an (H,) array)."""
+    if isinstance(beta, list | tuple):
+        checked = [check_beta(b, name=f"beta[{h}]") for h, b in enumerate(beta)]
+        if all(isinstance(b, int | float | np.integer | np.floating) for b in checked):
+            beta = tuple(hyperparameter(b) for b in checked)
+        else:
+            beta = jnp.stack([jnp.asarray(b) for b in checked])
+        count = len(checked)
+    elif hasattr(beta, "ndim") and jnp.ndim(beta) == 1:
+        beta = jnp.asarray(check_real_values(beta, "beta", low=0.0))
+        count = beta.shape[0]
+    else:
+        beta = hyperparameter(check_beta(beta))
+        if num_heads is None:
+            raise ValueError(
+                "beta: expected one β per head when Q, K and V are all None (the identity): "
+                "the number of heads H is the length of beta"
+            )
+        return beta, num_heads
+    if count == 0:
+        raise ValueError("beta: expected a scalar or one β per head, got an empty sequence")
+    if num_heads is not None and count != num_heads:
+        raise ValueError(
+            f"beta: expected a scalar or one β per head ({num_heads} heads), got {count} values"
+        )
+    return beta, count if num_heads is None else num_heads
+
+
+def StackedMultiHeadAttention(beta, Q, K, V, scale=1.0) -> MultiHeadAttention:  # noqa: N802
+    """Deprecated name: ``MultiHeadAttention(beta=beta, Q=Q, K=K, V=V, scale=scale)``."""
+    return MultiHeadAttention(beta=beta, Q=Q, K=K, V=V, scale=scale)
 
 
 __all__ = ["SelfAttention", "MultiHeadAttention", "project_rows"]

@@ -121,15 +121,19 @@ class FieldFamily(eqx.Module):
     def field(self, beta, Q, K, V, normalization):
         """The attention field of one piece: Q, K, V are (H, ·, d) arrays or None."""
 
-        def head(h):
-            pick = lambda m: None if m is None else m[h]
+        if self.heads == 1:
+            pick = lambda m: None if m is None else m[0]  # noqa: E731
             return SelfAttention(
                 beta, pick(Q), pick(K), pick(V), normalization=normalization, causal=self.causal
             )
-
-        if self.heads == 1:
-            return head(0)
-        return MultiHeadAttention([head(h) for h in range(self.heads)])
+        return MultiHeadAttention(
+            beta=(beta,) * self.heads,  # one β per head: H is known when Q, K, V are all None
+            Q=Q,
+            K=K,
+            V=V,
+            normalization=normalization,
+            causal=self.causal,
+        )
 
 
 def _solve_piece(family, field, z, t0, t1, save, rtol, atol, max_steps):

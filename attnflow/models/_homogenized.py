@@ -98,8 +98,7 @@ from .._check import (
     check_tokens,
     expected,
 )
-from .._fields._self_attention import SelfAttention
-from .._fields._stacked import StackedMultiHeadAttention
+from .._fields._self_attention import MultiHeadAttention, SelfAttention
 from .._integrators._sde import default_max_steps, solve_fixed_step_sde
 from .._sphere import project_tangent, tangent, unit_rows
 
@@ -301,8 +300,7 @@ def random_qk_moments(x: Float[Array, "n d"], beta, Q, K):
 def _random_qk_moments(x, beta, Q, K):
     """:func:`random_qk_moments` without the checks, for the SDE's coefficients (evaluated at
     every step of a compiled solve)."""
-    eye = jnp.broadcast_to(jnp.eye(x.shape[1], dtype=x.dtype), (Q.shape[0],) + (x.shape[1],) * 2)
-    heads = StackedMultiHeadAttention(beta, Q.astype(x.dtype), K.astype(x.dtype), eye)
+    heads = MultiHeadAttention(beta=beta, Q=Q.astype(x.dtype), K=K.astype(x.dtype))
     m = jnp.einsum("sij,jd->sid", heads.attention_matrix(x), x)
     return jnp.mean(m, axis=0), jnp.einsum("sid,sjd->ij", m, m) / m.shape[0]
 
