@@ -365,6 +365,24 @@ def check_bool(value, name: str) -> bool:
     expected(name, "a bool (True or False)", value)
 
 
+def check_sa_normalization(normalization) -> str:
+    """The normalisation of the paper's dynamics: ``"softmax"`` (SA) or ``"n"`` (USA)."""
+    if normalization not in ("softmax", "n"):
+        raise ValueError(
+            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
+        )
+    return normalization
+
+
+def check_block_size(block_size):
+    """``None`` (the dense path) or a positive Python integer (the blocked path's block size)."""
+    if block_size is not None and (
+        not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
+    ):
+        raise ValueError(f"block_size: expected None or a positive integer, got {block_size!r}")
+    return block_size
+
+
 def check_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
     """An integer (Python or NumPy, not a bool, not 2.5 nor "3") in [low, high]."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
-from .._check import check_measure, is_traced
+from .._check import check_block_size, check_measure, is_traced
 
 DENSE_TILE = 2**22
 """Logits the dense path handles at once: DENSE_TILE // m query rows against all m keys.
@@ -498,22 +498,10 @@ def attention(
     """
     _check_normalization(normalization)
     _check_mask(mask)
-    if block_size is not None and (
-        not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
-    ):
-        raise ValueError(f"block_size: expected None or a positive integer, got {block_size!r}")
+    check_block_size(block_size)
     queries, keys, values, weights, bias = _prepare(queries, keys, values, weights, bias)
     if normalization == "hardmax":
-        a = attention_matrix(
-            queries,
-            keys,
-            weights=weights,
-            bias=bias,
-            mask=mask,
-            normalization="hardmax",
-            query_offset=query_offset,
-            hardmax_tol=hardmax_tol,
-        )
+        a = _matrix(queries, keys, weights, bias, mask, "hardmax", query_offset, hardmax_tol)
         return a @ values
     offset = jnp.asarray(query_offset, jnp.int32)
     return _kernel(queries, keys, values, weights, bias, offset, mask, normalization, block_size)
@@ -543,6 +531,11 @@ def attention_matrix(
     _check_mask(mask)
     values = jnp.zeros((jnp.shape(keys)[0], 1), jnp.result_type(queries, keys))
     queries, keys, _, weights, bias = _prepare(queries, keys, values, weights, bias)
+    return _matrix(queries, keys, weights, bias, mask, normalization, query_offset, hardmax_tol)
+
+
+def _matrix(queries, keys, weights, bias, mask, normalization, query_offset, hardmax_tol):
+    """:func:`attention_matrix` of checked, prepared arguments (as :func:`_prepare` returns)."""
     n, m = queries.shape[0], keys.shape[0]
     if weights is None:
         weights = jnp.full((m,), 1.0 / m, queries.dtype)

@@ -8,7 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_beta, check_matrix, check_shape_tokens
+from .._check import (
+    check_beta,
+    check_block_size,
+    check_matrix,
+    check_sa_normalization,
+    check_shape_tokens,
+)
 from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
 
 
@@ -85,10 +91,7 @@ class SelfAttention(AbstractAttention):
         block_size=None,
     ):
         self.beta = hyperparameter(check_beta(beta))
-        if normalization not in ("softmax", "n"):
-            raise ValueError(
-                f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
-            )
+        check_sa_normalization(normalization)
         for name, matrix in (("Q", Q), ("K", K), ("V", V)):
             if matrix is not None:
                 check_matrix(matrix, name, "(d, d)" if name == "V" else "(k, d)")
@@ -121,11 +124,7 @@ class SelfAttention(AbstractAttention):
         if not isinstance(causal, bool | np.bool_):
             raise ValueError(f"causal: expected True or False, got {causal!r}")
         self.causal = bool(causal)
-        if block_size is not None and (
-            not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
-        ):
-            raise ValueError(f"block_size: expected None or a positive integer, got {block_size!r}")
-        self.block_size = block_size
+        self.block_size = check_block_size(block_size)
 
     @property
     def dim(self) -> int | None:
