@@ -26,6 +26,8 @@ import numpy as np
 
 # δ and the (β, t) ranges of paper Fig. 3, shared by the phase diagrams drawn on its axes.
 FIG3_AXES = {"delta": 1e-3, "beta_range": [0.1, 9.0], "t_max": 30.0}
+# The small presets' solver: float64 at tolerances that leave P exact to far below a pixel.
+FLOAT64_TOLERANCES = {"rtol": 1e-5, "atol": 1e-7, "dtype": "float64"}
 
 PRESETS = {
     "quick": {
@@ -37,9 +39,7 @@ PRESETS = {
         "realizations": 8,
         "chunk_size": 4,
         "beta_block": 2,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "default": {
         "ds": [32],

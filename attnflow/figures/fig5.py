@@ -19,7 +19,14 @@ reference on that sample); ``default`` is a coarse laptop version (float64, abou
 
 import pathlib
 
-from attnflow.figures.fig3 import FIG3_AXES, grids, heatmap_grid, make_timed, phase_panels
+from attnflow.figures.fig3 import (
+    FIG3_AXES,
+    FLOAT64_TOLERANCES,
+    grids,
+    heatmap_grid,
+    make_timed,
+    phase_panels,
+)
 
 PRESETS = {
     "quick": {
@@ -33,9 +40,7 @@ PRESETS = {
         "shared_weights": False,
         "chunk_size": 4,
         "beta_block": 2,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "default": {
         "panels": ["a", "b", "c", "d"],
@@ -48,9 +53,7 @@ PRESETS = {
         "shared_weights": False,
         "chunk_size": 8,
         "beta_block": 5,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "full": {
         "panels": ["a", "b", "c", "d"],

@@ -16,7 +16,13 @@ log-distance engine, the others on the general engine of :func:`attnflow.phase_d
 
 import pathlib
 
-from attnflow.figures.fig3 import FIG3_AXES, make_timed, phase_panels, with_curve
+from attnflow.figures.fig3 import (
+    FIG3_AXES,
+    FLOAT64_TOLERANCES,
+    make_timed,
+    phase_panels,
+    with_curve,
+)
 
 PRESETS = {
     "quick": {
@@ -28,9 +34,7 @@ PRESETS = {
         "n_ts": 7,
         "realizations": 3,
         "chunk_size": 3,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "default": {
         "d": 32,
