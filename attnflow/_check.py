@@ -365,6 +365,13 @@ def check_bool(value, name: str) -> bool:
     expected(name, "a bool (True or False)", value)
 
 
+def check_sa_normalization(normalization, name: str = "normalization") -> str:
+    """The normalisation of the paper's dynamics: ``"softmax"`` (SA) or ``"n"`` (USA)."""
+    if not isinstance(normalization, str) or normalization not in ("softmax", "n"):
+        raise ValueError(f"{name}: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}")
+    return normalization
+
+
 def check_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
     """An integer (Python or NumPy, not a bool, not 2.5 nor "3") in [low, high]."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 from ._check import check_tokens
 from ._fields._base import AbstractField
 from ._layers import check_num_layers, layers
-from ._solve import _integrate as integrate, solve as solve_on_sphere
+from ._solve import _integrate as integrate
 from ._sphere import normalize, project_tangent
 
 
@@ -140,27 +140,13 @@ class AbstractNormalizationScheme(eqx.Module):
         values normalised); the others integrate the residual stream in R^{n×d}. ``sol.ys`` has
         shape (1, n, d), or (len(ts), n, d) with ``ts``.
         """
-        field = lambda t, z, a: self.vector_field(sublayer, t, z, a)
-        if self.on_sphere:
-            return solve_on_sphere(
-                field,
-                z0,
-                t1,
-                t0=t0,
-                ts=ts,
-                rtol=rtol,
-                atol=atol,
-                max_steps=max_steps,
-                args=args,
-                throw=throw,
-            )
-        # The residual stream in R^{n×d}: solve's checks, step cap and failure diagnosis, with
-        # neither the field nor the saved states normalised.
+        # solve's own path: its checks, step cap and failure diagnosis; the field read at z/|z|
+        # and the saved states normalised on the sphere only.
         return integrate(
-            field,
+            lambda t, z, a: self.vector_field(sublayer, t, z, a),
             self._check_stream(z0),
             t1,
-            on_sphere=False,
+            on_sphere=self.on_sphere,
             t0=t0,
             ts=ts,
             rtol=rtol,

@@ -187,13 +187,9 @@ def attend(scores, block_size: int | None, query_offset=0):
             s.queries,
             s.keys,
             s.values,
-            weights=s.weights,
-            bias=s.bias,
-            mask=s.mask,
-            normalization=s.normalization,
             block_size=block_size,
             query_offset=query_offset,
-            hardmax_tol=s.hardmax_tol,
+            **_kernel_options(s),
         )
 
     out = per_head(one_head, scores)
@@ -213,16 +209,20 @@ def _logits_of(s: AttentionScores):
     return logits
 
 
-def _matrix_of(s: AttentionScores):
-    return attention_matrix(
-        s.queries,
-        s.keys,
+def _kernel_options(s: AttentionScores) -> dict:
+    """The keyword arguments that :func:`attention` and :func:`attention_matrix` take from
+    one head's scores."""
+    return dict(
         weights=s.weights,
         bias=s.bias,
         mask=s.mask,
         normalization=s.normalization,
         hardmax_tol=s.hardmax_tol,
     )
+
+
+def _matrix_of(s: AttentionScores):
+    return attention_matrix(s.queries, s.keys, **_kernel_options(s))
 
 
 class AbstractAttention(AbstractField):

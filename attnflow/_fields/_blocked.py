@@ -3,7 +3,7 @@ own, with the block size required."""
 
 from jaxtyping import Array, Float, Int
 
-from .._check import check_bool, check_weights
+from .._check import check_bool, check_sa_normalization, check_weights
 from ._kernel import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, attention
 
 
@@ -62,10 +62,7 @@ def blocked_attention(
         >>> bool(jnp.allclose(out, dense, atol=1e-6))
         True
     """
-    if normalization not in ("softmax", "n"):
-        raise ValueError(
-            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
-        )
+    check_sa_normalization(normalization)
     causal = check_bool(causal, "causal")
     if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
         raise ValueError(f"block_size: expected a positive integer, got {block_size!r}")

@@ -111,6 +111,23 @@ def _with_ones(v):
     return jnp.concatenate([v, jnp.ones((v.shape[0], 1), v.dtype)], axis=1)
 
 
+def _weights_tangent(p, g, q, k, dq, dk, db, dw):
+    """Tangent of the unnormalised weights P = G ∘ w (G = e^{s − shift}, s = q kᵀ + b):
+    P ∘ ds + G ∘ dw with ds = dq kᵀ + q dkᵀ + db, each term only where its tangent is non-zero
+    (None); ``g`` is used only with ``dw``."""
+    ds = None
+    if dq is not None:
+        ds = dq @ k.T
+    if dk is not None:
+        ds = q @ dk.T if ds is None else ds + q @ dk.T
+    if db is not None:
+        ds = db if ds is None else ds + db
+    t = jnp.zeros_like(p) if ds is None else p * ds
+    if dw is not None:
+        t = t + g * dw[None, :]
+    return t
+
+
 def _finish(numerator, total, r, normalization, uniform_m=None):
     """Output and log-normaliser of a row from Σ E v, Σ E and the shift r (``uniform_m``: the
     number of keys when the weights are uniform and were left out of E)."""
@@ -140,16 +157,8 @@ def _dense_rows(q, k, v, w, b, index, dq, dk, dv, dw, db, mask, normalization):
     if dq is None and dk is None and dv is None and dw is None and db is None:
         return out, None
     safe = jnp.where(total > 0, total, 1.0)
-    ds = None
-    if dq is not None:
-        ds = dq @ k.T
-    if dk is not None:
-        ds = q @ dk.T if ds is None else ds + q @ dk.T
-    if db is not None:
-        ds = db if ds is None else ds + db
-    t = jnp.zeros_like(e) if ds is None else e * ds
-    if dw is not None:
-        t = t + jnp.exp(s - r[:, None]) * dw[None, :]
+    g = None if dw is None else jnp.exp(s - r[:, None])
+    t = _weights_tangent(e, g, q, k, dq, dk, db, dw)
     numerator = t @ v if dv is None else t @ v + e @ dv
     if normalization == "softmax":
         tangent = (numerator - out * _row_sums(t)[:, None]) / safe[:, None]
@@ -304,16 +313,7 @@ def _blocked_tangent(layout, dims, out, lse, tangent_layout, mask, normalization
             s = _block_scores(qb, qi, kb, kj, bb, m, mask)
             g = jnp.where(finite[:, None], jnp.exp(s - shift[:, None]), 0.0)
             p = g * wb[None, :]
-            ds = None
-            if dqb is not None:
-                ds = dqb @ kb.T
-            if dkb is not None:
-                ds = qb @ dkb.T if ds is None else ds + qb @ dkb.T
-            if dbb is not None:
-                ds = dbb if ds is None else ds + dbb
-            t = jnp.zeros_like(p) if ds is None else p * ds
-            if dwb is not None:
-                t = t + g * dwb[None, :]
+            t = _weights_tangent(p, g, qb, kb, dqb, dkb, dbb, dwb)
             contribution = t @ _with_ones(vb)
             if dvb is not None:
                 contribution = contribution + jnp.pad(p @ dvb, [(0, 0), (0, 1)])
@@ -501,16 +501,7 @@ def attention(
     check_block_size(block_size)
     queries, keys, values, weights, bias = _prepare(queries, keys, values, weights, bias)
     if normalization == "hardmax":
-        a = attention_matrix(
-            queries,
-            keys,
-            weights=weights,
-            bias=bias,
-            mask=mask,
-            normalization="hardmax",
-            query_offset=query_offset,
-            hardmax_tol=hardmax_tol,
-        )
+        a = _matrix(queries, keys, weights, bias, mask, "hardmax", query_offset, hardmax_tol)
         return a @ values
     offset = jnp.asarray(query_offset, jnp.int32)
     return _kernel(queries, keys, values, weights, bias, offset, mask, normalization, block_size)
@@ -540,6 +531,11 @@ def attention_matrix(
     _check_mask(mask)
     values = jnp.zeros((jnp.shape(keys)[0], 1), jnp.result_type(queries, keys))
     queries, keys, _, weights, bias = _prepare(queries, keys, values, weights, bias)
+    return _matrix(queries, keys, weights, bias, mask, normalization, query_offset, hardmax_tol)
+
+
+def _matrix(queries, keys, weights, bias, mask, normalization, query_offset, hardmax_tol):
+    """:func:`attention_matrix` of checked, prepared arguments (as :func:`_prepare` returns)."""
     n, m = queries.shape[0], keys.shape[0]
     if weights is None:
         weights = jnp.full((m,), 1.0 / m, queries.dtype)

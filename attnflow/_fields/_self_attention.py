@@ -16,6 +16,7 @@ from .._check import (
     check_finite_scalar,
     check_matrix,
     check_real_values,
+    check_sa_normalization,
     check_shape_tokens,
 )
 from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
@@ -94,10 +95,7 @@ class SelfAttention(AbstractAttention):
         block_size=None,
     ):
         self.beta = hyperparameter(check_beta(beta))
-        if normalization not in ("softmax", "n"):
-            raise ValueError(
-                f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
-            )
+        check_sa_normalization(normalization)
         for name, matrix in (("Q", Q), ("K", K), ("V", V)):
             if matrix is not None:
                 check_matrix(matrix, name, "(d, d)" if name == "V" else "(k, d)")
@@ -274,7 +272,7 @@ class MultiHeadAttention(AbstractAttention):
             "softmax" if normalization is None else normalization,
             "normalization",
             num_heads,
-            _check_normalization,
+            check_sa_normalization,
         )
         causal = False if causal is None else causal
         self.causal = _per_head(causal, "causal", num_heads, check_bool)
@@ -376,12 +374,6 @@ class MultiHeadAttention(AbstractAttention):
         if len(groups) == 1:
             return scores._replace(mask=runs[0][2], normalization=runs[0][3])
         return groups
-
-
-def _check_normalization(value, name):
-    if not isinstance(value, str) or value not in ("softmax", "n"):
-        raise ValueError(f"{name}: expected 'softmax' (SA) or 'n' (USA), got {value!r}")
-    return value
 
 
 def _per_head(value, name, num_heads, check):

@@ -10,7 +10,7 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from .._check import check_bool, check_key, check_positive_scalar
+from .._check import check_bool, check_key, check_positive_scalar, check_sa_normalization
 from .._ensembles import AttentionEnsemble
 from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
@@ -123,20 +123,37 @@ def phase_diagram_from_tokens(
         >>> P.shape, round(float(P[0, 0]), 4), float(P[0, 1])
         ((1, 2), 0.0167, 1.0)
     """
-    if normalization not in ("softmax", "n"):
-        raise ValueError(
-            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
-        )
     x0 = _check_x0(x0)
+    reduce = check_bool(reduce, "reduce")
+    engine_args = (backend, chunk_size, beta_block, slots, rtol, atol, max_steps)
+    betas, ts, statistic, family, statistics, engine = _check_options(
+        betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
+    )
+    return _from_tokens(
+        x0, Q, K, V, betas, ts, normalization, reduce, statistic, family, statistics, engine
+    )
+
+
+def _check_options(
+    betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
+):
+    """The options both entry points take, checked before any sampling or integration:
+    (betas, ts, statistic, family, statistics, engine); ``delta`` serves only the default
+    statistic."""
+    check_sa_normalization(normalization)
     betas, ts = _check_grid(betas, ts)
     delta = _check_delta(delta)
     statistics = check_bool(statistics, "statistics")
-    reduce = check_bool(reduce, "reduce")
     progress = check_bool(progress, "progress")
     statistic, family = _check_statistic_family(statistic, family, delta)
-    engine = _engine(
-        backend, chunk_size, beta_block, slots, rtol, atol, max_steps, progress=progress
-    )
+    engine = _engine(*engine_args, progress=progress)
+    return betas, ts, statistic, family, statistics, engine
+
+
+def _from_tokens(
+    x0, Q, K, V, betas, ts, normalization, reduce, statistic, family, statistics, engine
+):
+    """:func:`phase_diagram_from_tokens` on checked arguments."""
     R, n, d = x0.shape
     full = (R, family.num_pieces(float(ts[-1])), family.heads, d, d)
     mats = _weight_matrices(x0, Q, K, V, full)
@@ -159,7 +176,7 @@ def phase_diagram_from_tokens(
             rtol=engine.rtol,
             atol=engine.atol,
             max_steps=engine.max_steps,
-            progress=progress,
+            progress=engine.progress,
         )
     B = None
     if "Q" in mats:
@@ -404,39 +421,21 @@ def phase_diagram(
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     R = _positive_int(realizations, "realizations")
     shared_weights = check_bool(shared_weights, "shared_weights")
-    progress = check_bool(progress, "progress")
     if ensemble is not None and not isinstance(ensemble, AttentionEnsemble):
         raise ValueError(
             f"ensemble: expected an AttentionEnsemble or None, got {type(ensemble).__name__}"
         )
-    betas, ts = _check_grid(betas, ts)
-    # Before sampling: the same checks phase_diagram_from_tokens makes, but without the wait.
-    _check_delta(delta)
-    check_positive_scalar(rtol, "rtol", what="tolerance")
-    check_positive_scalar(atol, "atol", what="tolerance")
-    _positive_int(max_steps, "max_steps")
-    check_bool(statistics, "statistics")
-    statistic, family = _check_statistic_family(statistic, family, _check_delta(delta))
-    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
-    common = dict(
-        betas=betas,
-        ts=ts,
-        delta=delta,
-        normalization=normalization,
-        chunk_size=chunk_size,
-        beta_block=beta_block,
-        slots=slots,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        backend=backend,
-        progress=progress,
-        statistics=statistics,
-        statistic=statistic,
-        family=family,
+    # Before sampling: the checks of phase_diagram_from_tokens, made once and without the wait.
+    engine_args = (backend, chunk_size, beta_block, slots, rtol, atol, max_steps)
+    betas, ts, statistic, family, statistics, engine = _check_options(
+        betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
+    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     x0, weights = _sample(key, n, d, R, dtype, ensemble, shared_weights, family, float(ts[-1]))
-    return phase_diagram_from_tokens(x0, **weights, **common)
+    Q, K, V = (weights.get(name) for name in ("Q", "K", "V"))
+    return _from_tokens(
+        x0, Q, K, V, betas, ts, normalization, True, statistic, family, statistics, engine
+    )
 
 
 def _sample(key, n, d, R, dtype, ensemble, shared_weights, family, t1):

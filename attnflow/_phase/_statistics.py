@@ -56,7 +56,19 @@ class AbstractStatistic(eqx.Module):
         return jnp.mean(values, axis=0) if self.reduce == "mean" else jnp.median(values, axis=0)
 
 
-class ClusteredFraction(AbstractStatistic):
+class _ThresholdStatistic(AbstractStatistic):
+    """A statistic of the graph i ~ j iff G_ij ≥ 1 − δ: ``delta`` (a static Python number) and
+    ``reduce``, checked."""
+
+    delta: float = eqx.field(static=True, default=1e-3)
+    reduce: Literal["mean", "median"] = eqx.field(static=True, default="mean")
+
+    def __check_init__(self):
+        _check_threshold(self.delta)
+        _check_reduce(self.reduce)
+
+
+class ClusteredFraction(_ThresholdStatistic):
     r"""The fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ ≥ 1 − δ (paper Fig. 3):
 
         s(G) = #{(i, j): i ≠ j, G_ij ≥ 1 − δ} / (n(n − 1)),
@@ -72,18 +84,11 @@ class ClusteredFraction(AbstractStatistic):
         0.3333
     """
 
-    delta: float = eqx.field(static=True, default=1e-3)
-    reduce: Literal["mean", "median"] = eqx.field(static=True, default="mean")
-
-    def __check_init__(self):
-        _check_threshold(self.delta)
-        _check_reduce(self.reduce)
-
     def __call__(self, x, beta):
         return clustered_fraction(x, self.delta).astype(x.dtype)
 
 
-class ClusterCount(AbstractStatistic):
+class ClusterCount(_ThresholdStatistic):
     r"""The number of clusters: connected components of the graph i ~ j iff G_ij ≥ 1 − δ
     (as :func:`attnflow.count_clusters`; single linkage, so chains merge).
 
@@ -98,13 +103,6 @@ class ClusterCount(AbstractStatistic):
         >>> int(af.ClusterCount()(x, 1.0))
         2
     """
-
-    delta: float = eqx.field(static=True, default=1e-3)
-    reduce: Literal["mean", "median"] = eqx.field(static=True, default="mean")
-
-    def __check_init__(self):
-        _check_threshold(self.delta)
-        _check_reduce(self.reduce)
 
     def __call__(self, x, beta):
         return count_clusters(x, self.delta).astype(x.dtype)

@@ -50,3 +50,29 @@ def write_outputs(
     }
     js.write_text(json.dumps(record, indent=2, default=str))
     return [png, npz, js]
+
+
+def compute_plot_write(
+    out: pathlib.Path,
+    name: str,
+    compute,
+    plot,
+    params: dict,
+    seed: int,
+    *,
+    record=None,
+    timings=None,
+) -> list[pathlib.Path]:
+    """``data = compute(params, seed)`` and ``plot(data, params)``, each timed, written by
+    :func:`write_outputs` with ``params`` and the seed as the record: ``record(data)`` adds
+    entries to it and ``timings(data)`` to the timings."""
+    start = time.perf_counter()
+    data = compute(params, seed)
+    computed = time.perf_counter()
+    fig = plot(data, params)
+    seconds = {"compute": computed - start, "plot": time.perf_counter() - computed}
+    extra_record = {} if record is None else record(data)
+    extra_timings = {} if timings is None else timings(data)
+    return write_outputs(
+        out, name, fig, data, {**params, "seed": seed, **extra_record}, {**seconds, **extra_timings}
+    )

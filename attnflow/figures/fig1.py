@@ -190,15 +190,19 @@ def plot_figure(data: dict, params: dict):
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Load the model, compute, plot and write ``fig1.{png,npz,json}`` (``seed`` is unused: the
     figure is deterministic)."""
-    from attnflow import pretrained
+    return load_compute_write(
+        out,
+        "fig1",
+        params,
+        seed,
+        lambda model, text: compute(model, text, params),
+        plot_figure,
+        lambda model, data: {"summary": _summary(data, params)},
+    )
 
-    start = time.perf_counter()
-    model = load_model(params["model"])
-    loaded = time.perf_counter()
-    data = compute(model, pretrained.paragraph(), params)
-    computed = time.perf_counter()
-    fig = plot_figure(data, params)
-    summary = {
+
+def _summary(data: dict, params: dict) -> dict:
+    return {
         "tokens": int(data["states"].shape[1]),
         "mean_cosine": np.round(data["mean_cosine"], 4).tolist(),
         "clusters": {
@@ -211,16 +215,30 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
             for j, d in enumerate(params["deltas"])
         },
     }
+
+
+def load_compute_write(out, stem, params, seed, compute, plot, summarize):
+    """Load ``params["model"]``, ``data = compute(model, paragraph)`` and ``plot(data, params)``,
+    each timed, and write ``<stem>.{png,npz,json}``: the record holds the params, the seed, the
+    text and model sources and ``summarize(model, data)``."""
+    from attnflow import pretrained
+
+    start = time.perf_counter()
+    model = load_model(params["model"])
+    loaded = time.perf_counter()
+    data = compute(model, pretrained.paragraph())
+    computed = time.perf_counter()
+    fig = plot(data, params)
     record = {
         **params,
         "seed": seed,
         "text_source": pretrained.PARAGRAPH_SOURCE,
         "model_source": model.source,
-        "summary": summary,
+        **summarize(model, data),
     }
     timings = {
         "load": loaded - start,
         "compute": computed - loaded,
         "plot": time.perf_counter() - computed,
     }
-    return write_outputs(out, "fig1", fig, data, record, timings)
+    return write_outputs(out, stem, fig, data, record, timings)

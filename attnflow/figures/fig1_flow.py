@@ -30,7 +30,6 @@ not beat it has not explained the layer's effect.
 """
 
 import pathlib
-import time
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -39,7 +38,6 @@ import numpy as np
 
 import attnflow as af
 from attnflow.figures import fig1
-from attnflow.figures._output import write_outputs
 
 PRESETS = {
     "quick": {
@@ -219,15 +217,18 @@ def plot_figure(data: dict, params: dict):
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Load the model, simulate, compare, plot and write ``fig1-flow.{png,npz,json}``; ``seed``
     draws the sliced-Wasserstein directions."""
-    from attnflow import pretrained
+    return fig1.load_compute_write(
+        out,
+        "fig1-flow",
+        params,
+        seed,
+        lambda model, text: compute(model, text, params, seed),
+        plot_figure,
+        _summarize,
+    )
 
-    start = time.perf_counter()
-    model = fig1.load_model(params["model"])
-    loaded = time.perf_counter()
-    data = compute(model, pretrained.paragraph(), params, seed)
-    computed = time.perf_counter()
-    fig = plot_figure(data, params)
 
+def _summarize(model, data: dict) -> dict:
     def rounded(a):
         return np.round(np.asarray(a, float), 4).tolist()
 
@@ -242,22 +243,12 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
                 k: rounded(data[f"sim_{k}"][v, m])
                 for k in ("agreement", "mmd", "sw", "mean_cosine")
             }
-    record = {
-        **params,
-        "seed": seed,
+    return {
         "variants": list(VARIANTS),
         "methods": list(METHODS),
         "beta": float(1 / np.sqrt(model.config.head_dim)),
         "rescaled_beta": rounded(
             data["r2"][: model.config.num_hidden_layers] / np.sqrt(model.config.head_dim)
         ),
-        "text_source": pretrained.PARAGRAPH_SOURCE,
-        "model_source": model.source,
         "summary": summary,
     }
-    timings = {
-        "load": loaded - start,
-        "compute": computed - loaded,
-        "plot": time.perf_counter() - computed,
-    }
-    return write_outputs(out, "fig1-flow", fig, data, record, timings)

@@ -24,29 +24,28 @@ import time
 
 import numpy as np
 
+# δ and the (β, t) ranges of paper Fig. 3, shared by the phase diagrams drawn on its axes.
+FIG3_AXES = {"delta": 1e-3, "beta_range": [0.1, 9.0], "t_max": 30.0}
+# The small presets' solver: float64 at tolerances that leave P exact to far below a pixel.
+FLOAT64_TOLERANCES = {"rtol": 1e-5, "atol": 1e-7, "dtype": "float64"}
+
 PRESETS = {
     "quick": {
         "ds": [2, 16],
         "n": 6,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 6,
-        "t_max": 30.0,
         "n_ts": 9,
         "realizations": 8,
         "chunk_size": 4,
         "beta_block": 2,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "default": {
         "ds": [32],
         "n": 32,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 90,
-        "t_max": 30.0,
         "n_ts": 100,
         "realizations": 512,
         "chunk_size": 128,
@@ -58,10 +57,8 @@ PRESETS = {
     "full": {
         "ds": [2, 8, 32, 128, 512, 1024],
         "n": 32,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 90,
-        "t_max": 30.0,
         "n_ts": 200,
         "realizations": 1024,
         "chunk_size": 128,
@@ -99,48 +96,55 @@ def curve(params, points: int = 400):
     return t, beta
 
 
-def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
-    """P for every d (len(ds), n_betas, n_ts), the grids, Γ_∞,δ and per-panel seconds."""
-    import jax
+def phase_panels(panels, params: dict, progress: bool, **common):
+    """One timed :func:`attnflow.phase_diagram` per panel: ``panels`` yields (key, options);
+    every panel shares the preset's grids, n, realizations, tolerances and dtype, and
+    ``common``. Returns (the stacked panels, the seconds of each)."""
     import jax.numpy as jnp
-    import jax.random as jr
 
     import attnflow as af
 
     betas, ts = grids(params)
-    panels, seconds = [], []
-    # The presets' call sizes are for a CPU; an accelerator gets the engine's own layout.
-    layout = {}
-    if jax.default_backend() == "cpu":
-        layout = dict(chunk_size=params["chunk_size"], beta_block=params["beta_block"])
-    for d in params["ds"]:
+    values, seconds = [], []
+    for key, options in panels:
         start = time.perf_counter()
         P = af.phase_diagram(
-            jr.fold_in(jr.key(seed), d),
+            key,
             n=params["n"],
-            d=d,
             betas=betas,
             ts=ts,
             realizations=params["realizations"],
-            delta=params["delta"],
-            **layout,
             rtol=params["rtol"],
             atol=params["atol"],
             dtype=jnp.dtype(params["dtype"]),
             progress=progress,
+            **common,
+            **options,
         )
-        panels.append(np.asarray(P))
+        values.append(np.asarray(P))
         seconds.append(time.perf_counter() - start)
+    return np.stack(values), np.asarray(seconds)
+
+
+def with_curve(data: dict, params: dict) -> dict:
+    """``data`` with Γ_∞,δ (``curve_t``, ``curve_beta``) and the grids (``beta``, ``t``)."""
+    betas, ts = grids(params)
     curve_t, curve_beta = curve(params)
-    return {
-        "P": np.stack(panels),
-        "beta": betas,
-        "t": ts,
-        "d": np.asarray(params["ds"]),
-        "curve_t": curve_t,
-        "curve_beta": curve_beta,
-        "seconds": np.asarray(seconds),
-    }
+    return {**data, "beta": betas, "t": ts, "curve_t": curve_t, "curve_beta": curve_beta}
+
+
+def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
+    """P for every d (len(ds), n_betas, n_ts), the grids, Γ_∞,δ and per-panel seconds."""
+    import jax
+    import jax.random as jr
+
+    # The presets' call sizes are for a CPU; an accelerator gets the engine's own layout.
+    layout = {}
+    if jax.default_backend() == "cpu":
+        layout = dict(chunk_size=params["chunk_size"], beta_block=params["beta_block"])
+    panels = ((jr.fold_in(jr.key(seed), d), dict(d=d)) for d in params["ds"])
+    P, seconds = phase_panels(panels, params, progress, delta=params["delta"], **layout)
+    return with_curve({"P": P, "d": np.asarray(params["ds"]), "seconds": seconds}, params)
 
 
 def heatmap_grid(data: dict, titles, *, cols: int, width: float, suptitle: str, curve=None):
@@ -203,16 +207,17 @@ def make_timed(stem, compute, plot_panels, params, out, seed, panel_keys):
 
     ``panel_keys(data)`` names the panels whose compute times are ``data["seconds"]``.
     """
-    from attnflow.figures._output import write_outputs
+    from attnflow.figures._output import compute_plot_write
 
     use_all_cores()
-    start = time.perf_counter()
-    data = compute(params, seed)
-    computed = time.perf_counter()
-    fig = plot_panels(data, params)
-    timings = {
-        "compute": computed - start,
-        "plot": time.perf_counter() - computed,
-        "panels": dict(zip(panel_keys(data), map(float, data["seconds"]), strict=True)),
-    }
-    return write_outputs(out, stem, fig, data, {**params, "seed": seed}, timings)
+    return compute_plot_write(
+        out,
+        stem,
+        compute,
+        plot_panels,
+        params,
+        seed,
+        timings=lambda data: {
+            "panels": dict(zip(panel_keys(data), map(float, data["seconds"]), strict=True))
+        },
+    )

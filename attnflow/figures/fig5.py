@@ -18,55 +18,49 @@ reference on that sample); ``default`` is a coarse laptop version (float64, abou
 """
 
 import pathlib
-import time
 
-import numpy as np
-
-from attnflow.figures.fig3 import grids, heatmap_grid, make_timed
+from attnflow.figures.fig3 import (
+    FIG3_AXES,
+    FLOAT64_TOLERANCES,
+    grids,
+    heatmap_grid,
+    make_timed,
+    phase_panels,
+)
 
 PRESETS = {
     "quick": {
         "panels": ["a", "b", "c", "d"],
         "d": 6,
         "n": 4,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 4,
-        "t_max": 30.0,
         "n_ts": 9,
         "realizations": 4,
         "shared_weights": False,
         "chunk_size": 4,
         "beta_block": 2,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "default": {
         "panels": ["a", "b", "c", "d"],
         "d": 128,
         "n": 32,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 10,
-        "t_max": 30.0,
         "n_ts": 60,
         "realizations": 8,
         "shared_weights": False,
         "chunk_size": 8,
         "beta_block": 5,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "full": {
         "panels": ["a", "b", "c", "d"],
         "d": 128,
         "n": 32,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 90,
-        "t_max": 30.0,
         "n_ts": 200,
         "realizations": 1024,
         "shared_weights": False,
@@ -88,35 +82,26 @@ CAPTIONS = {
 
 def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
     """P for every panel (len(panels), n_betas, n_ts), the grids and per-panel seconds."""
-    import jax.numpy as jnp
     import jax.random as jr
 
     import attnflow as af
 
+    panels = (
+        (jr.fold_in(jr.key(seed), i), dict(ensemble=af.FIG5_ENSEMBLES[name]))
+        for i, name in enumerate(params["panels"])
+    )
+    P, seconds = phase_panels(
+        panels,
+        params,
+        progress,
+        d=params["d"],
+        delta=params["delta"],
+        shared_weights=params["shared_weights"],
+        chunk_size=params["chunk_size"],
+        beta_block=params["beta_block"],
+    )
     betas, ts = grids(params)
-    panels, seconds = [], []
-    for i, name in enumerate(params["panels"]):
-        start = time.perf_counter()
-        P = af.phase_diagram(
-            jr.fold_in(jr.key(seed), i),
-            n=params["n"],
-            d=params["d"],
-            betas=betas,
-            ts=ts,
-            realizations=params["realizations"],
-            delta=params["delta"],
-            ensemble=af.FIG5_ENSEMBLES[name],
-            shared_weights=params["shared_weights"],
-            chunk_size=params["chunk_size"],
-            beta_block=params["beta_block"],
-            rtol=params["rtol"],
-            atol=params["atol"],
-            dtype=jnp.dtype(params["dtype"]),
-            progress=progress,
-        )
-        panels.append(np.asarray(P))
-        seconds.append(time.perf_counter() - start)
-    return {"P": np.stack(panels), "beta": betas, "t": ts, "seconds": np.asarray(seconds)}
+    return {"P": P, "beta": betas, "t": ts, "seconds": seconds}
 
 
 def plot_panels(data: dict, params: dict):

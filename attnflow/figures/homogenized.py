@@ -26,14 +26,13 @@ across β (same initial tokens and Brownian paths).
 """
 
 import pathlib
-import time
 
 import jax
 import jax.random as jr
 import numpy as np
 
 import attnflow as af
-from attnflow.figures._output import write_outputs
+from attnflow.figures._output import compute_plot_write
 
 PRESETS = {
     "quick": {
@@ -208,48 +207,39 @@ def compute(params: dict, seed: int) -> dict:
     }
 
 
+def _probability_image(fig, ax, p, betas, rows, ylabel: str, title: str):
+    """Probabilities p (len(rows), len(betas)) in [0, 1] as an image over β, one row per value
+    of ``rows``, with its colour bar."""
+    im = ax.imshow(
+        p,
+        origin="lower",
+        aspect="auto",
+        extent=[betas[0], betas[-1], -0.5, len(rows) - 0.5],
+        vmin=0,
+        vmax=1,
+        cmap="viridis",
+    )
+    ax.set_yticks(range(len(rows)), [str(v) for v in rows])
+    ax.set(xlabel="β", ylabel=ylabel, title=title)
+    fig.colorbar(im, ax=ax)
+
+
 def plot(result: dict, params: dict):
     import matplotlib.pyplot as plt
 
     betas, ds, ns = result["betas"], result["ds"], result["ns"]
     fig, axes = plt.subplots(1, 4, figsize=(21, 4.4))
-    ext = [betas[0], betas[-1]]
     ax = axes[0]
-    im = ax.imshow(
-        result["p_beta_d"],
-        origin="lower",
-        aspect="auto",
-        extent=[*ext, -0.5, len(ds) - 0.5],
-        vmin=0,
-        vmax=1,
-        cmap="viridis",
-    )
-    ax.set_yticks(range(len(ds)), [str(d) for d in ds])
+    title = f"(a) P(⟨x₁, x₂⟩ ≥ 1−δ) at T = {params['t1']:g}, n = 2"
+    _probability_image(fig, ax, result["p_beta_d"], betas, ds, "d", title)
     fine = np.linspace(2.0, ds.max(), 200)
     bc = af.theory.homogenized_critical_beta(fine)
     ax.plot(bc, np.interp(fine, ds, np.arange(len(ds))), color="w", lw=2, label="β_c(d)")
     ax.text(betas[-1] * 0.97, 0.2, "mitigated:\nd < 2 + cosh 2β", color="w", ha="right", va="top")
-    ax.set_xlim(*ext)
-    ax.set_xlabel("β")
-    ax.set_ylabel("d")
-    ax.set_title(f"(a) P(⟨x₁, x₂⟩ ≥ 1−δ) at T = {params['t1']:g}, n = 2")
+    ax.set_xlim(betas[0], betas[-1])
     ax.legend(loc="upper left")
-    fig.colorbar(im, ax=ax)
-    ax = axes[1]
-    im = ax.imshow(
-        result["p_beta_n"],
-        origin="lower",
-        aspect="auto",
-        extent=[*ext, -0.5, len(ns) - 0.5],
-        vmin=0,
-        vmax=1,
-        cmap="viridis",
-    )
-    ax.set_yticks(range(len(ns)), [str(n) for n in ns])
-    ax.set_xlabel("β")
-    ax.set_ylabel("n")
-    ax.set_title(f"(b) P(⟨x₁, x₂⟩ ≥ 1−δ), d = {params['d_for_n']}")
-    fig.colorbar(im, ax=ax)
+    title = f"(b) P(⟨x₁, x₂⟩ ≥ 1−δ), d = {params['d_for_n']}"
+    _probability_image(fig, axes[1], result["p_beta_n"], betas, ns, "n", title)
     ax = axes[2]
     for k, d in enumerate(result["check_ds"]):
         color = f"C{k % 10}"
@@ -297,20 +287,18 @@ def plot(result: dict, params: dict):
 
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Simulate and write ``homogenized.{png,npz,json}``."""
-    start = time.perf_counter()
-    result = compute(params, seed)
-    computed = time.perf_counter()
-    fig = plot(result, params)
-    timings = {"compute": computed - start, "plot": time.perf_counter() - computed}
+    return compute_plot_write(
+        out, "homogenized", compute, plot, params, seed, record=lambda r: _record(r, params)
+    )
+
+
+def _record(result: dict, params: dict) -> dict:
     # Like with like: the SDE and the ρ-diffusion at the same time t_long, in standard errors.
     gap = np.abs(result["p_long"] - result["p_pair_long"])
     deviation = gap / result["standard_error_long"]
     away = np.abs(result["antipodal_rate_check"]) >= 0.1
-    record = {
-        **params,
-        "seed": seed,
+    return {
         "beta_c": dict(zip(map(str, params["ds"]), result["beta_c"].tolist(), strict=True)),
         "long_run_max_deviation_in_standard_errors": float(deviation[away].max(initial=0.0)),
         "long_run_max_deviation_near_threshold": float(deviation[~away].max(initial=0.0)),
     }
-    return write_outputs(out, "homogenized", fig, result, record, timings)

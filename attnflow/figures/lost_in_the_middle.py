@@ -34,7 +34,6 @@ O(1/N). The particles approach the closed form too, more slowly and the more slo
 
 import functools
 import pathlib
-import time
 
 import jax
 import jax.numpy as jnp
@@ -42,7 +41,7 @@ import jax.random as jr
 import numpy as np
 
 import attnflow.theory as theory
-from attnflow.figures._output import write_outputs
+from attnflow.figures._output import compute_plot_write
 
 DOUBLE_WELL_HEADS = (
     (1.0, 0.2, 3.0),
@@ -357,10 +356,12 @@ def plot(data: dict, params: dict):
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Compute, plot and write ``lost_in_the_middle.{png,npz,json}``."""
     jax.config.update("jax_enable_x64", True)
-    start = time.perf_counter()
-    data = compute(params, seed)
-    computed = time.perf_counter()
-    fig = plot(data, params)
-    record = {**params, "seed": seed, "t_crit": float(data["t_crit"])}
-    timings = {"compute": computed - start, "plot": time.perf_counter() - computed}
-    return write_outputs(out, "lost_in_the_middle", fig, data, record, timings)
+    return compute_plot_write(
+        out,
+        "lost_in_the_middle",
+        compute,
+        plot,
+        params,
+        seed,
+        record=lambda data: {"t_crit": float(data["t_crit"])},
+    )

@@ -21,7 +21,6 @@ reference, with the counts against β and their ratio (one colour per model in b
 
 import functools
 import pathlib
-import time
 
 import diffrax
 import jax
@@ -31,7 +30,7 @@ import numpy as np
 import optimistix as optx
 
 import attnflow as af
-from attnflow.figures._output import write_outputs
+from attnflow.figures._output import compute_plot_write
 
 PRESETS = {
     "quick": {
@@ -178,15 +177,13 @@ def plot(data: dict, params: dict):
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Compute, plot and write ``metastable_clusters.{png,npz,json}``."""
     jax.config.update("jax_enable_x64", True)
-    start = time.perf_counter()
-    data = compute(params, seed)
-    computed = time.perf_counter()
-    fig = plot(data, params)
-    record = {
-        **params,
-        "seed": seed,
+    return compute_plot_write(
+        out, "metastable_clusters", compute, plot, params, seed, record=_record
+    )
+
+
+def _record(data: dict) -> dict:
+    return {
         "mean_kde_modes": data["kde_modes"].mean(axis=1).tolist(),
         **{f"mean_{k}_clusters": data[k].mean(axis=1).tolist() for k in ("usa", "sa") if k in data},
     }
-    timings = {"compute": computed - start, "plot": time.perf_counter() - computed}
-    return write_outputs(out, "metastable_clusters", fig, data, record, timings)

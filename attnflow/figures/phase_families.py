@@ -15,36 +15,33 @@ log-distance engine, the others on the general engine of :func:`attnflow.phase_d
 """
 
 import pathlib
-import time
 
-import numpy as np
-
-from attnflow.figures.fig3 import curve, grids, make_timed
+from attnflow.figures.fig3 import (
+    FIG3_AXES,
+    FLOAT64_TOLERANCES,
+    make_timed,
+    phase_panels,
+    with_curve,
+)
 
 PRESETS = {
     "quick": {
         "d": 4,
         "n": 4,
         "heads": 2,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 3,
-        "t_max": 30.0,
         "n_ts": 7,
         "realizations": 3,
         "chunk_size": 3,
-        "rtol": 1e-5,
-        "atol": 1e-7,
-        "dtype": "float64",
+        **FLOAT64_TOLERANCES,
     },
     "default": {
         "d": 32,
         "n": 32,
         "heads": 4,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 12,
-        "t_max": 30.0,
         "n_ts": 61,
         "realizations": 8,
         "chunk_size": 8,
@@ -56,10 +53,8 @@ PRESETS = {
         "d": 32,
         "n": 32,
         "heads": 4,
-        "delta": 1e-3,
-        "beta_range": [0.1, 9.0],
+        **FIG3_AXES,
         "n_betas": 90,
-        "t_max": 30.0,
         "n_ts": 200,
         "realizations": 256,
         "chunk_size": 64,
@@ -74,25 +69,10 @@ PANELS = ("single", "multihead", "causal", "clusters")
 
 def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
     """The four panels (4, n_betas, n_ts), the grids, Γ_∞,δ and per-panel seconds."""
-    import jax.numpy as jnp
     import jax.random as jr
 
     import attnflow as af
 
-    betas, ts = grids(params)
-    key = jr.key(seed)
-    common = dict(
-        n=params["n"],
-        d=params["d"],
-        betas=betas,
-        ts=ts,
-        realizations=params["realizations"],
-        chunk_size=params["chunk_size"],
-        rtol=params["rtol"],
-        atol=params["atol"],
-        dtype=jnp.dtype(params["dtype"]),
-        progress=progress,
-    )
     delta = params["delta"]
     runs = {
         "single": dict(delta=delta),
@@ -104,20 +84,12 @@ def compute(params: dict, seed: int = 0, progress: bool = True) -> dict:
         "causal": dict(delta=delta, family=af.FieldFamily(causal=True)),
         "clusters": dict(statistic=af.ClusterCount(delta)),
     }
-    values, seconds = [], []
-    for name in PANELS:
-        start = time.perf_counter()
-        values.append(np.asarray(af.phase_diagram(key, **runs[name], **common)))
-        seconds.append(time.perf_counter() - start)
-    curve_t, curve_beta = curve(params)
-    return {
-        "values": np.stack(values),
-        "beta": betas,
-        "t": ts,
-        "curve_t": curve_t,
-        "curve_beta": curve_beta,
-        "seconds": np.asarray(seconds),
-    }
+    key = jr.key(seed)
+    panels = ((key, runs[name]) for name in PANELS)
+    values, seconds = phase_panels(
+        panels, params, progress, d=params["d"], chunk_size=params["chunk_size"]
+    )
+    return with_curve({"values": values, "seconds": seconds}, params)
 
 
 def plot_panels(data: dict, params: dict):

@@ -55,15 +55,16 @@ import optimistix as optx
 import attnflow as af
 from attnflow.figures._output import write_outputs
 
+# The clustering threshold and the tight tolerances that resolve exponentially long plateaus.
+TOLERANCES = {"delta": 1e-3, "rtol": 1e-8, "atol": 1e-10}
+
 PRESETS = {
     "quick": {
         "n": 8,
         "beta": 10.0,
         "t1": 1e8,
         "num_times": 120,
-        "delta": 1e-3,
-        "rtol": 1e-8,
-        "atol": 1e-10,
+        **TOLERANCES,
         "max_steps": 4000,
         "rescaled_n": 8,
         "rescaled_beta": 100.0,
@@ -73,9 +74,7 @@ PRESETS = {
         "beta": 12.0,
         "t1": 1e10,
         "num_times": 400,
-        "delta": 1e-3,
-        "rtol": 1e-8,
-        "atol": 1e-10,
+        **TOLERANCES,
         "max_steps": 20000,
         "rescaled_n": 32,
         "rescaled_beta": 1000.0,
@@ -85,9 +84,7 @@ PRESETS = {
         "beta": 12.0,
         "t1": 1e11,
         "num_times": 1000,
-        "delta": 1e-3,
-        "rtol": 1e-8,
-        "atol": 1e-10,
+        **TOLERANCES,
         "max_steps": 20000,
         "rescaled_n": 32,
         "rescaled_beta": 1000.0,

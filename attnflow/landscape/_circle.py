@@ -13,7 +13,7 @@ from typing import Literal
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, check_int, check_real_values
+from .._check import check_beta, check_int, check_real_values, check_sa_normalization
 
 
 def _check_angles(theta):
@@ -95,10 +95,7 @@ def circle_field(
     """
     theta = _check_angles(theta)
     beta = check_beta(beta)
-    if normalization not in ("softmax", "n"):
-        raise ValueError(
-            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
-        )
+    check_sa_normalization(normalization)
     diff = _differences(theta)
     relative = jnp.exp(beta * (jnp.cos(diff) - 1))
     pull = -jnp.sum(relative * jnp.sin(diff), axis=1)

@@ -648,37 +648,11 @@ def maximize_measure_energy(
 ) -> MeasureOptimum:
     """Maximise E(μ) = ∬ exp(xᵀDy) dμ dμ over probability measures on the points (BKKRW).
 
-    Exponentiated gradient (mirror descent with the entropy) on the weights of a fixed point set,
-    w ← w ∘ exp(∓η(φ − φ̄)/φ̄) / Z, φ_i = δE/δμ(x_i), with a backtracking step η that doubles
-    after every accepted step (η → ∞ is the Frank–Wolfe vertex step). The search is local: it
-    converges to a stationary measure reached from the initial weights; compare several starts
-    for a global extremiser (in float32, rounding can unbalance an antipodal pair on the way).
-    :func:`attnflow.landscape.minimize_measure_energy` also tries a mirror Newton step on the
-    weights (truncated
-    conjugate gradients on the quadratic model in δw = √w ∘ u), accepted only if it lowers E.
-
-    With ``move_particles`` every weight step is followed by a Wasserstein gradient step on the
-    points, x_i ← normalize(x_i ∓ τ ∇_W E(x_i)/φ̄) (backtracking τ), and points closer than
-    ``merge_delta`` (⟨x_i, x_j⟩ ≥ 1 − merge_delta) are merged. Atoms then sit at exact
-    stationary positions (e.g. eigenvectors of D) instead of the nearest grid point.
-
-    Args:
-        D: (d, d) symmetric bilinear form (BKKRW's D = βA for attnflow's InteractionEnergy).
-        points: (N, d) candidate points on the sphere; default ``sphere_points(num_points, d)``.
-        weights: (N,) initial weights (default uniform); zero weights stay zero.
-        num_points: size of the default point set (d = 2: circle grid, d = 3: Fibonacci);
-            give it or ``points``, not both.
-        move_particles: alternate weight steps with particle moves and merges.
-        tol: stop when s_w ≤ tol (and s_x ≤ tol when particles move); default 1e-8 in
-            float64, 1e-5 in float32.
-        max_steps: iteration cap.
-        merge_delta: merge threshold. prune: weights below prune · max weight are set to zero
-            after each merge.
-
-    Returns:
-        a :class:`attnflow.landscape.MeasureOptimum`; ``.atoms()`` and ``.kind()`` read off its
-        atoms with
-        attnflow's cluster diagnostics. Jitted on the static options; float32 and float64.
+    The same local search as :func:`attnflow.landscape.minimize_measure_energy` (exponentiated
+    gradient on the weights, optional particle moves and merges; see there for the method, its
+    cost and the arguments) in the ascent direction, without the mirror Newton step: ``newton``
+    and ``cg_steps`` are not taken. The result is a :class:`attnflow.landscape.MeasureOptimum`
+    as there.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af

@@ -338,17 +338,17 @@ def rescaled_staircase(
     single = dtype == jnp.float32
     rtol = (3e-7 if single else 1e-9) if rtol is None else rtol
     atol = (3e-8 if single else 1e-11) if atol is None else atol
-    out = _run(
-        theta,
-        jnp.asarray(beta, dtype),
-        jnp.asarray(s_max, dtype),
-        jnp.asarray(rtol, dtype),
-        jnp.asarray(atol, dtype),
-        jnp.asarray(merge_tol, dtype),
-        int(max_steps),
-        "sa" if normalization == "softmax" else "usa",
-    )
-    return _collect(out, theta0.shape[0], "s")
+    scheme = "sa" if normalization == "softmax" else "usa"
+    return _simulate(theta, beta, s_max, rtol, atol, merge_tol, max_steps, scheme, "s")
+
+
+def _simulate(theta, beta, horizon, rtol, atol, merge_tol, max_steps, scheme, clock):
+    """:func:`_run` on checked arguments (the scalars in the angles' dtype), collected on the
+    host with its ``clock``."""
+    dtype = theta.dtype
+    scalars = (jnp.asarray(value, dtype) for value in (beta, horizon, rtol, atol, merge_tol))
+    out = _run(theta, *scalars, int(max_steps), scheme)
+    return _collect(out, theta.shape[0], clock)
 
 
 def _collect(out, n, clock):

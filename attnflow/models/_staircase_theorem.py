@@ -51,7 +51,7 @@ from .._check import (
     check_tolerance,
     expected,
 )
-from ._metastability import _collect, _run
+from ._metastability import _simulate
 
 
 def _beta_above_one(beta) -> float:
@@ -277,16 +277,5 @@ def modified_usa(
     rtol, atol = float(check_tolerance(rtol, "rtol")), float(check_tolerance(atol, "atol"))
     max_steps = check_int(max_steps, "max_steps", low=1)
     theta = jnp.asarray(theta)
-    dtype = theta.dtype
-    radius = collision_radius(beta)
-    out = _run(
-        theta,
-        jnp.asarray(beta, dtype),
-        jnp.asarray(t_max, dtype),
-        jnp.asarray(rtol, dtype),
-        jnp.asarray(atol, dtype),
-        jnp.asarray(2 * beta * math.sin(radius / 2) ** 2, dtype),
-        int(max_steps),
-        "theorem",
-    )
-    return _collect(out, theta.shape[0], "t")
+    merge_tol = 2 * beta * math.sin(collision_radius(beta) / 2) ** 2
+    return _simulate(theta, beta, t_max, rtol, atol, merge_tol, max_steps, "theorem", "t")

@@ -16,16 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_real_values, is_traced
+from .._check import check_real_values, check_sa_normalization, is_traced
 
 _EULER_GAMMA = 0.57721566490153286061
-
-
-def _check_normalization(normalization):
-    if normalization not in ("softmax", "n"):
-        raise ValueError(
-            f"normalization: expected 'softmax' (SA) or 'n' (USA), got {normalization!r}"
-        )
 
 
 def _check_n(n, minimum=2):
@@ -174,7 +167,7 @@ def clustering_time(
     """
     n = _check_n(n)
     delta = _check_delta(delta)
-    _check_normalization(normalization)
+    check_sa_normalization(normalization)
     beta = _check_nonnegative(beta, "beta")
     return _clustering_time_jit(beta, *_as(beta, n, delta), normalization)
 
@@ -255,7 +248,7 @@ def orthogonal_inner_product(
         [0.0, 0.2307, 1.0]
     """
     n = _check_n(n)
-    _check_normalization(normalization)
+    check_sa_normalization(normalization)
     t = _check_nonnegative(t, "t")
     beta = _check_nonnegative(beta, "beta")
     dtype = jnp.result_type(t, beta)
@@ -328,7 +321,7 @@ def clustering_beta(
     """
     n = _check_n(n)
     delta = _check_delta(delta)
-    _check_normalization(normalization)
+    check_sa_normalization(normalization)
     t = _check_nonnegative(t, "t")
     return _clustering_beta_jit(t, *_as(t, n, delta), normalization)
 
@@ -358,7 +351,7 @@ def wendel(n: int, d: int) -> float:
 
 def _weight_exponent(normalization) -> int:
     # Lemma 6.4: a_ij ≥ e^{-2β}/n for SA (numerator ≥ e^{-β}, Z_i ≤ n e^{β}); e^{-β}/n for USA.
-    _check_normalization(normalization)
+    check_sa_normalization(normalization)
     return 2 if normalization == "softmax" else 1
 
 
