@@ -139,11 +139,7 @@ class SelfAttention(AbstractAttention):
         return None
 
     def check_tokens(self, x):
-        check_shape_tokens(x)
-        if self.dim is not None and x.shape[1] != self.dim:
-            raise ValueError(
-                f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
-            )
+        check_tokens_dimension(x, self.dim)
 
     def scores(self, x, weights):
         """q_i = β Q x_i, k_j = K x_j, v_j = V x_j; softmax (SA) or sum with w = 1/n (USA)."""
@@ -156,6 +152,13 @@ class SelfAttention(AbstractAttention):
             mask="causal" if self.causal else None,
             normalization="softmax" if self.normalization == "softmax" else "sum",
         )
+
+
+def check_tokens_dimension(x, dim: int | None):
+    """Shape checks of tokens against the dimension d that Q, K, V act on (None: any d)."""
+    check_shape_tokens(x)
+    if dim is not None and x.shape[1] != dim:
+        raise ValueError(f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {dim}")
 
 
 def project_rows(x, matrix):
@@ -327,11 +330,7 @@ class MultiHeadAttention(AbstractAttention):
         )
 
     def check_tokens(self, x):
-        check_shape_tokens(x)
-        if self.dim is not None and x.shape[1] != self.dim:
-            raise ValueError(
-                f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
-            )
+        check_tokens_dimension(x, self.dim)
 
     def scores(self, x, weights):
         """q^h_i = β_h Q_h x_i, k^h_j = K_h x_j, v^h_j = c V_h x_j on the head axis; runs of
