@@ -12,7 +12,8 @@ ratio new / old with the spread over rounds.
 
 Paths: a small solve (dispatch-bound), a larger float32 solve, one attention-field evaluation,
 multi-head attention, a gradient through solve, the discrete layer loop, and a small phase
-diagram, whose float64 values are also compared bit for bit. Only public names that exist in both trees are used.
+diagram, whose float64 values are also compared bit for bit. Only public names that exist in
+both trees are used.
 """
 
 import argparse
