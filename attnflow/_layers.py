@@ -26,11 +26,15 @@ def check_layer_arguments(x0, num_layers, step, t0, *, unit: bool):
 
 
 def _scan_layers(update: Callable, x0, num_layers: int, step, t0):
-    def one_layer(x, k):
+    # The layer index k is carried from a Python 0, so it stays weakly typed (as fori_loop's
+    # index): t0 + k·step then takes the dtype of t0 and step alone, as with a Python integer k,
+    # and mixes no integer array into a float one (strict dtype promotion).
+    def one_layer(carry, _):
+        x, k = carry
         x_next = update(t0 + k * step, x).astype(x.dtype)
-        return x_next, x_next
+        return (x_next, k + 1), x_next
 
-    _, xs = jax.lax.scan(one_layer, x0, jnp.arange(num_layers))
+    _, xs = jax.lax.scan(one_layer, (x0, 0), length=num_layers)
     return jnp.concatenate([x0[None], xs], axis=0)
 
 

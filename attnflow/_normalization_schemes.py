@@ -168,9 +168,22 @@ def step_map(scheme, field, sublayer: Callable, step, args) -> Callable:
     of a field part): one sublayer, or for :class:`LieTrotter` one per part, in turn."""
     if isinstance(scheme, LieTrotter):
         parts = tuple(sublayer(part) for part in _split(field))
-        return lambda t, z: scheme.layer(parts, t, z, step, args)
+        return lambda t, z: scheme.layer(parts, t, z, _step_for(step, z), args)
     g = sublayer(field)
-    return lambda t, z: scheme.layer(g, t, z, step, args)
+    return lambda t, z: scheme.layer(g, t, z, _step_for(step, z), args)
+
+
+def _step_for(step, z):
+    """The step h as it multiplies the stream z: an array step of a narrower or integer dtype
+    (a float32 step with float64 tokens) is cast to z's dtype, exactly as implicit promotion
+    would, so that the layer also runs under strict dtype promotion. Python numbers (weakly
+    typed) and steps at least as wide as z are left as they are."""
+    dtype = getattr(step, "dtype", None)
+    if dtype is None or getattr(step, "weak_type", False) or dtype == z.dtype:
+        return step
+    if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits >= jnp.finfo(z.dtype).bits:
+        return step
+    return jnp.asarray(step, z.dtype)
 
 
 def _split(field) -> tuple:

@@ -58,7 +58,7 @@ n = 4 if QUICK else 5  # at test size, shapes shared with the survey below compi
 rows = []
 for beta in betas:
     energy = af.InteractionEnergy(beta)
-    ngon = af.landscape.circle_tokens(2 * jnp.pi * jnp.arange(n) / n)
+    ngon = af.landscape.circle_tokens(2 * jnp.pi * jnp.arange(n, dtype=float) / n)
     groups = af.landscape.circle_tokens(jnp.where(jnp.arange(n) < 2, 0.0, jnp.pi))
     for name, x in ((f"{n}-gon", ngon), (f"antipodal 2|{n - 2}", groups)):
         c = af.classify_critical_point(energy, x)

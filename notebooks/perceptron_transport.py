@@ -47,7 +47,7 @@ def log_base(x):
 
 
 def field_of(params):
-    switches = T * jnp.arange(1, pieces) / pieces
+    switches = T * jnp.arange(1, pieces, dtype=float) / pieces
     return af.Perceptron(params["w"], params["a"], params["b"], switches)
 
 
@@ -77,7 +77,10 @@ state = optimizer.init(params)
 def update(params, state, key):
     x = jr.normal(key, (samples, 2))
     loss, grads = jax.value_and_grad(kl)(params, x)
-    updates, state = optimizer.update(grads, state)
+    # optax's Adam raises a Python float to its int32 step count (bias correction), which
+    # strict dtype promotion refuses: that one call runs with standard promotion.
+    with jax.numpy_dtype_promotion("standard"):
+        updates, state = optimizer.update(grads, state)
     return optax.apply_updates(params, updates), state, loss
 
 

@@ -101,7 +101,10 @@ opt_state = optimizer.init(params)
 @eqx.filter_jit
 def train_step(params, opt_state):
     loss, grads = eqx.filter_value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
+    # optax's Adam raises a Python float to its int32 step count (bias correction), which
+    # strict dtype promotion refuses: that one call runs with standard promotion.
+    with jax.numpy_dtype_promotion("standard"):
+        updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
 
 

@@ -1,5 +1,6 @@
-"""Strict test configuration (equinox-style): float64 by default, rank promotion raises,
-four host devices for the sharding tests. Float32 behaviour is tested with explicit dtypes.
+"""Strict test configuration (equinox-style): float64 by default, rank and dtype promotion
+strict, four host devices for the sharding tests. Float32 behaviour is tested with explicit
+dtypes.
 
 Memory: a pytest-xdist worker runs many test files in one process, and every program JAX
 compiles stays cached (with its XLA executable) for the life of the process. After each test
@@ -37,6 +38,9 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# Strict dtype promotion (as diffrax's and equinox's suites run): mixing array dtypes
+# (int32 + int64, float32 + float64) raises; Python scalars stay weakly typed.
+jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_num_cpu_devices", 4)
 
 

@@ -240,7 +240,7 @@ def test_field_input_and_parameter_errors():
     with pytest.raises(ValueError, match="causal: expected True or False, got 'no'"):
         af.SelfAttention(1.0, causal="no")
     with pytest.raises(ValueError, match="Q: expected a real floating-point matrix"):
-        af.SelfAttention(1.0, Q=jnp.eye(3) * (1 + 1j))
+        af.SelfAttention(1.0, Q=jnp.eye(3, dtype=complex) * (1 + 1j))
     with pytest.raises(ValueError, match="x: tokens contain NaN or inf"):
         af.SelfAttention(1.0)(0.0, x.at[1, 0].set(jnp.nan))
     with pytest.raises(ValueError, match="x: row 2 is zero"):

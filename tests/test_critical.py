@@ -12,7 +12,7 @@ import attnflow as af
 
 
 def polygon(n):
-    return af.landscape.circle_tokens(2 * jnp.pi * jnp.arange(n) / n)
+    return af.landscape.circle_tokens(2 * jnp.pi * jnp.arange(n, dtype=float) / n)
 
 
 def circulant_spectrum(n, beta):

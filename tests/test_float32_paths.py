@@ -19,7 +19,8 @@ def _inputs(seed, n=6, d=3, scale=1.0):
     """Tokens and (Q, K, V) representable exactly in float32, as (float32, float64) pairs."""
     keys = jr.split(jr.key(seed), 4)
     x = np.asarray(af.random_tokens(keys[0], n, d, dtype=F32))
-    mats = [np.asarray(scale * jr.normal(k, (d, d), F32) / np.sqrt(d)) for k in keys[1:]]
+    normals = [jr.normal(k, (d, d), F32).astype(F64) for k in keys[1:]]
+    mats = [np.asarray(scale * z / np.sqrt(d)) for z in normals]
     as32 = [jnp.asarray(a, F32) for a in (x, *mats)]
     as64 = [jnp.asarray(a, F64) for a in (x, *mats)]
     as64[0] = af.normalize(as64[0])  # unit norm to float64 accuracy (moves x by ~6e-8)

@@ -105,8 +105,8 @@ def test_solve_steps_to_the_switching_times_in_float32():
     identity = jnp.stack([eye] * 3)
     reference = _piece_by_piece(jnp.ones(3), identity, identity, V, af.normalize(x0.astype(float)))
     assert with_jumps.ys.dtype == jnp.float32
-    error_with_jumps = float(jnp.max(jnp.abs(with_jumps.ys[-1] - reference)))
-    error_plain = float(jnp.max(jnp.abs(plain.ys[-1] - reference)))
+    error_with_jumps = float(jnp.max(jnp.abs(with_jumps.ys[-1].astype(float) - reference)))
+    error_plain = float(jnp.max(jnp.abs(plain.ys[-1].astype(float) - reference)))
     assert error_with_jumps < 1e-5 and error_with_jumps < error_plain / 10
     assert int(with_jumps.stats["num_rejected_steps"]) < int(plain.stats["num_rejected_steps"])
 

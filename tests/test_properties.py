@@ -45,7 +45,7 @@ def _system(seed, shape, dtype, identity=False):
     x = af.random_tokens(keys[0], n, d, dtype=dtype)
     if identity:
         return x, None, None, None
-    Q, K, V = (jr.normal(k, (d, d), dtype) / np.sqrt(d) for k in keys[1:])
+    Q, K, V = (jr.normal(k, (d, d), dtype) / np.sqrt(d, dtype=dtype) for k in keys[1:])
     return x, Q, K, V
 
 

@@ -17,7 +17,9 @@ import attnflow as af
 @jax.jit
 def ott_plan_and_cost(x, W, beta, weights):
     """OT_ε(μ, μ) for the cost −⟨W x_i, x_j⟩, ε = 1/β, with ott-jax (implicit differentiation)."""
-    with jax.numpy_rank_promotion("allow"):  # ott-jax relies on implicit rank promotion
+    # ott-jax relies on implicit rank promotion, and on implicit dtype promotion (its Sinkhorn
+    # raises the marginal error to the integer array norm_error=(1,)).
+    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
         geom = geometry.Geometry(cost_matrix=-(x @ W @ x.T), epsilon=1.0 / beta)
         problem = linear_problem.LinearProblem(geom, a=weights, b=weights)
         out = sinkhorn.Sinkhorn(threshold=1e-14, max_iterations=20000)(problem)
@@ -26,7 +28,7 @@ def ott_plan_and_cost(x, W, beta, weights):
 
 @jax.jit
 def ott_cost_gradient(x, W, beta, weights):
-    with jax.numpy_rank_promotion("allow"):
+    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
         return jax.grad(lambda y: ott_plan_and_cost(y, W, beta, weights)[1])(x)
 
 

@@ -35,7 +35,7 @@ def test_complex_matrices_are_rejected(name):
     with pytest.raises(
         ValueError, match=rf"{name}: expected a real floating-point matrix, got dtype complex"
     ):
-        af.SelfAttention(1.0, **{name: jnp.eye(3) * (1 + 1j)})
+        af.SelfAttention(1.0, **{name: jnp.eye(3, dtype=complex) * (1 + 1j)})
 
 
 @pytest.mark.parametrize(

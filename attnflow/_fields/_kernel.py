@@ -70,7 +70,7 @@ Mask = Literal["causal", "strict"] | None
 
 def _admissible(n_rows, m, query_index, mask):
     """(rows, m) boolean: key j is admissible for the query with global index query_index."""
-    key_index = jnp.arange(m)
+    key_index = jnp.arange(m, dtype=query_index.dtype)
     if mask == "causal":
         return key_index[None, :] <= query_index[:, None]
     if mask == "strict":
@@ -171,7 +171,7 @@ def _dense_rows(q, k, v, w, b, index, dq, dk, dv, dw, db, mask, normalization):
 def _dense(q, k, v, w, b, offset, tangents, mask, normalization):
     n = q.shape[0]
     m = k.shape[0]
-    index = jnp.arange(n) + offset
+    index = jnp.arange(n, dtype=offset.dtype) + offset
     rows = max(1, DENSE_TILE // max(m, 1))
     dq, dk, dv, dw, db = tangents
     if n <= rows:
@@ -236,11 +236,11 @@ def _blocked_layout(q, k, v, w, b, offset, block):
     nq, nk = -(-n // bq), -(-m // bk)
     layout = dict(
         q=_pad_rows(q, nq * bq).reshape(nq, bq, -1),
-        q_index=(jnp.arange(nq * bq) + offset).reshape(nq, bq),
+        q_index=(jnp.arange(nq * bq, dtype=offset.dtype) + offset).reshape(nq, bq),
         k=_pad_rows(k, nk * bk).reshape(nk, bk, -1),
         v=_pad_rows(v, nk * bk).reshape(nk, bk, -1),
         w=_pad_rows(w, nk * bk).reshape(nk, bk),
-        k_index=jnp.arange(nk * bk).reshape(nk, bk),
+        k_index=jnp.arange(nk * bk, dtype=offset.dtype).reshape(nk, bk),
     )
     if b is not None:
         b = jnp.pad(b, [(0, nq * bq - n), (0, nk * bk - m)])
@@ -539,7 +539,7 @@ def _matrix(queries, keys, weights, bias, mask, normalization, query_offset, har
     n, m = queries.shape[0], keys.shape[0]
     if weights is None:
         weights = jnp.full((m,), 1.0 / m, queries.dtype)
-    index = jnp.arange(n) + jnp.asarray(query_offset, jnp.int32)
+    index = jnp.arange(n, dtype=jnp.int32) + jnp.asarray(query_offset, jnp.int32)
     s = _scores(queries, keys, bias, _admissible(n, m, index, mask))
     if normalization == "hardmax":
         s = jax.lax.stop_gradient(s)

@@ -118,7 +118,9 @@ class PiecewiseConstant(AbstractField):
         before and just after each jump see the old and the new piece.
         """
         s = self.switch_times
-        wide = jnp.promote_types(s.dtype, jnp.result_type(float))
+        default = jnp.dtype(jnp.result_type(float))
+        # The wider of the two (an explicit promotion: strict dtype promotion refuses one).
+        wide = s.dtype if jnp.finfo(s.dtype).bits >= jnp.finfo(default).bits else default
         if wide == s.dtype:
             return s
         below = jnp.nextafter(s, jnp.asarray(-jnp.inf, s.dtype)).astype(wide)

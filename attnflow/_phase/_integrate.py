@@ -137,7 +137,7 @@ def _load(pb: Problem, ids, out):
     p = jax.tree.map(lambda a: a[r], pb.params)
     f = _rates(pb, y, beta, p)
     at_zero = jnp.sum(pb.ts <= 0, dtype=jnp.int32)
-    before = ok[:, None] & (jnp.arange(T + 1) < at_zero)[None]
+    before = ok[:, None] & (jnp.arange(T + 1, dtype=jnp.int32) < at_zero)[None]
     out = out.at[b].add(jnp.where(before, _count(pb, y)[:, None], 0))
     zeros = jnp.zeros(ids.shape, jnp.int32)
     return out, Slots(
@@ -180,7 +180,7 @@ def _save_block(pb: Problem, lane: _Dense, valid, state):
     """Counts at the next ``_SAVE_BLOCK`` save times inside the step, for gathered slots."""
     out, ptr = state
     T = pb.ts.shape[0]
-    index = ptr[:, None] + jnp.arange(_SAVE_BLOCK)[None]
+    index = ptr[:, None] + jnp.arange(_SAVE_BLOCK, dtype=ptr.dtype)[None]
     clipped = jnp.minimum(index, T - 1)
     t_save = pb.ts[clipped]
     todo = valid[:, None] & (index < T) & (t_save <= lane.t_new[:, None])
@@ -265,7 +265,7 @@ def _advance(pb: Problem, st: Slots, trial: _Trial, ptr_new, count_new, tail, st
 
 def _fill(pb: Problem, refill_size: int, args):
     st, out, loaded = args
-    ids = loaded + jnp.arange(refill_size)
+    ids = loaded + jnp.arange(refill_size, dtype=loaded.dtype)
     out, new = _load(pb, ids, out)
     st, placed = refill(st, new, ids < pb.n_b * pb.n_r)
     return st, out, loaded + placed
@@ -299,7 +299,7 @@ def integrate(pb: Problem, *, slots: int, refill_size: int):
     # Systems that cluster fully add `full` from their stopping index on: a cumulative sum.
     tail = jnp.zeros((pb.betas.shape[0], T + 1), jnp.int32)
     stats = jnp.zeros((pb.betas.shape[0], pb.y0.shape[0], 2), jnp.int32)
-    out, st = _load(pb, jnp.arange(slots), out)
+    out, st = _load(pb, jnp.arange(slots, dtype=jnp.int32), out)
     loaded = jnp.minimum(slots, total).astype(jnp.int32)
     carry = (st, out, tail, loaded, jnp.int32(0), stats, jnp.int32(0))
     _, out, tail, _, failed, stats, iterations = jax.lax.while_loop(

@@ -52,7 +52,7 @@ def refill(slots: Slots, new: Slots, valid: Bool[Array, " k"]) -> tuple[Slots, I
     W = slots.active.shape[0]
     idle = ~slots.active
     n_idle = jnp.sum(idle, dtype=jnp.int32)
-    j = jnp.arange(size)
+    j = jnp.arange(size, dtype=n_idle.dtype)
     slot = jnp.nonzero(idle, size=size, fill_value=W)[0]
     take = (j < n_idle) & valid
     # Slots not taken (index W) are dropped by the scatter.

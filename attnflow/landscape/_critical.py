@@ -156,7 +156,7 @@ def find_critical_point(
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> theta = 2 * jnp.pi * jnp.arange(5) / 5 + 0.05 * jnp.sin(jnp.arange(5.0))
+        >>> theta = 2 * jnp.pi * jnp.arange(5.0) / 5 + 0.05 * jnp.sin(jnp.arange(5.0))
         >>> x0 = jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=1)  # perturbed pentagon
         >>> crit = af.find_critical_point(af.InteractionEnergy(1.0), x0)
         >>> bool(crit.grad_norm < 1e-10), int(af.count_clusters(crit.x)) == 5
@@ -277,7 +277,7 @@ def classify_critical_point(
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
-        >>> theta = 2 * jnp.pi * jnp.arange(4) / 4
+        >>> theta = 2 * jnp.pi * jnp.arange(4.0) / 4
         >>> square = jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=1)
         >>> c = af.classify_critical_point(af.InteractionEnergy(0.5), square)
         >>> c.kind, c.num_positive, c.orbit_dimension, c.is_paper_strict_saddle

@@ -1,5 +1,6 @@
 """Differentiable discrepancies between weighted empirical measures on the sphere."""
 
+import contextlib
 import functools
 
 import equinox as eqx
@@ -148,11 +149,19 @@ def _ott_divergence_and_convergence(x, y, a, b, epsilon, threshold, max_iteratio
 
 
 # ott-jax broadcasts across ranks internally, in its forward and in its implicit-differentiation
-# backward pass. Both are traced here under rank promotion "allow", so attnflow also works for
-# users who run JAX with jax_numpy_rank_promotion="raise".
+# backward pass, and promotes dtypes implicitly (its Sinkhorn raises the marginal error to the
+# integer array norm_error=(1,)). Both passes are traced here under rank promotion "allow" and
+# standard dtype promotion, so attnflow also works for users who run JAX with
+# jax_numpy_rank_promotion="raise" or jax_numpy_dtype_promotion="strict".
+@contextlib.contextmanager
+def _promotion_ott_expects():
+    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+        yield
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
 def _ott_divergence(x, y, a, b, epsilon, threshold, max_iterations):
-    with jax.numpy_rank_promotion("allow"):
+    with _promotion_ott_expects():
         return _ott_divergence_and_convergence(x, y, a, b, epsilon, threshold, max_iterations)
 
 
@@ -160,14 +169,14 @@ def _ott_divergence_fwd(x, y, a, b, epsilon, threshold, max_iterations):
     def value(*primals):
         return _ott_divergence_and_convergence(*primals, threshold, max_iterations)
 
-    with jax.numpy_rank_promotion("allow"):
+    with _promotion_ott_expects():
         value, vjp, converged = jax.vjp(value, x, y, a, b, epsilon, has_aux=True)
     return (value, converged), vjp
 
 
 def _ott_divergence_bwd(threshold, max_iterations, vjp, cotangents):
     del threshold, max_iterations
-    with jax.numpy_rank_promotion("allow"):
+    with _promotion_ott_expects():
         return vjp(cotangents[0])
 
 

@@ -152,7 +152,9 @@ def _merge(c, beta, merge_tol, glue):
     if glue:
         centre = c["theta"][a]
     else:
-        gap = jnp.angle(jnp.exp(1j * (c["theta"][j] - c["theta"][i])))
+        diff = c["theta"][j] - c["theta"][i]
+        as_complex = jnp.complex128 if diff.dtype == jnp.float64 else jnp.complex64
+        gap = jnp.angle(jnp.exp(1j * diff.astype(as_complex)))
         centre = c["theta"][i] + m_b / (m_a + m_b) * gap
     theta = jnp.where(in_a | in_b, centre, c["theta"])
     labels = jnp.where(in_b, a, c["labels"])
