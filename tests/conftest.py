@@ -41,6 +41,8 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # Strict dtype promotion (as diffrax's and equinox's suites run): mixing array dtypes
 # (int32 + int64, float32 + float64) raises; Python scalars stay weakly typed.
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+# Subprocesses (the CLI and notebook tests) run under strict promotion too.
+os.environ.setdefault("JAX_NUMPY_DTYPE_PROMOTION", "strict")
 jax.config.update("jax_num_cpu_devices", 4)
 
 
