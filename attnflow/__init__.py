@@ -73,6 +73,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         SinkhornEnergy as SinkhornEnergy,
         sinkhorn_potentials as sinkhorn_potentials,
     )
+    from ._integrators._stored_adjoint import StoredStepAdjoint as StoredStepAdjoint
     from ._layers import iterate_layers as iterate_layers, layers as layers
     from ._metric import (
         AbstractMetric as AbstractMetric,
