@@ -140,8 +140,10 @@ def phase(rounds):
     alone = [timed(checks_only, 20) for _ in range(rounds)]
     med = statistics.median
     print(f"phase_diagram n=32 d=2, 3 x 3 grid, 64 realisations: {rounds} runs")
-    print(f"  run             {med(runs) * 1e3:8.1f} ms (median; min {min(runs) * 1e3:.1f}, "
-          f"max {max(runs) * 1e3:.1f})")
+    print(
+        f"  run             {med(runs) * 1e3:8.1f} ms (median; min {min(runs) * 1e3:.1f}, "
+        f"max {max(runs) * 1e3:.1f})"
+    )
     print(f"  checks alone    {med(alone) * 1e3:8.3f} ms (median)")
     print(f"  checks / run    {100 * med(alone) / med(runs):.3f}%")
 

@@ -22,34 +22,41 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
     diffrax's default ``RecursiveCheckpointAdjoint`` stores a few checkpoints and, in the
     backward pass, re-runs every step after a checkpoint, rejected steps included, before it
     pulls the cotangent through. This adjoint instead linearises each step once, during the
-    forward pass, and keeps the linearisation of every *accepted* step in a buffer of at most
-    ``max_memory`` bytes; the backward pass applies them in reverse order and nothing else.
+    forward pass, and keeps the linearisations of up to ``steps`` *accepted* steps; the
+    backward pass applies them in reverse order and nothing else.
 
     Why skipping rejected steps is exact: a rejected step leaves the state (y and the solver's
     first-same-as-last stage) unchanged, and diffrax's step-size controller is under
     ``stop_gradient``, so the derivative of a rejected step with respect to y and to the field's
-    parameters is the identity. The gradient is therefore the default adjoint's, to rounding
-    (bitwise equal in the tests, float32 and float64).
+    parameters is the identity. The gradient is the default adjoint's to rounding (bitwise equal
+    in the tests, float32 and float64).
+
+    A solve that accepts more steps than were stored is not an error: its backward pass falls
+    back to diffrax's checkpointed reverse loop from the start (the default adjoint's gradient,
+    at the default adjoint's cost plus the forward pass already run). Size ``steps`` to the
+    solve (``sol.stats["num_accepted_steps"]``) to stay on the fast path.
 
     Cost (``benchmarks/grad.py``, n = 256, d = 64, float32, rtol 1e-5, 22 accepted + 3 rejected
-    steps; benchmarks/RESULTS.md): the gradient costs about 3.8 forward solves against 5.3 with
-    the default adjoint. Within each step diffrax's Runge–Kutta stage loop still recomputes its
+    steps; benchmarks/RESULTS.md): about 4 forward solves for the gradient against 5.1 with the
+    default adjoint. Within each step, diffrax's Runge–Kutta stage loop still recomputes its
     stages in the backward pass (its ``scan_kind="bounded"`` alternative stores them but costs
-    more), which is what stands between this and the 3-forward floor of the flop count.
+    more), which is what stands between this and the 3-forward floor of the flop count. The
+    buffer is allocated and cleared on every call, so unused slots cost time as well as memory
+    (about 0.3 ms per MiB here).
 
-    Memory: the forward pass allocates ``min(max_steps, max_memory // step_bytes)`` slots, where
-    ``step_bytes`` is one step's linearisation (about 10 states of n × d plus the field's
-    parameters: 2.5 MiB at n = 256, d = 64, float32). Memory therefore grows with the number of
-    accepted steps the budget allows, not with ``max_steps``. A solve that accepts more steps
-    than fit fails with an error naming ``max_memory``; it never returns a wrong gradient.
+    Memory: ``min(steps, max_memory // step_bytes, max_steps)`` slots of one step's
+    linearisation each (counted in full; XLA drops the parts the backward pass never reads,
+    which leaves about 9 states of n × d per step for Tsit5: 0.55 MiB at n = 256, d = 64,
+    float32).
 
     Restrictions (each raises a clear error): reverse mode only (forward mode and second
-    derivatives need ``DirectAdjoint``/``ForwardMode``); no ``event``; t0, t1 and dt0 are not
-    differentiated. The whole buffer is allocated up front, so a budget far above what the
-    solve uses costs time (filling 1 GiB takes about 0.3 s here): size it to the solve.
+    derivatives need ``DirectAdjoint`` or ``ForwardMode``); no ``event``; t0, t1 and dt0 are not
+    differentiated.
 
     Attributes:
-        max_memory: bytes available for the stored steps (a positive integer; default 256 MiB).
+        steps: how many accepted steps to store (a positive integer; default 64).
+        max_memory: optional cap in bytes on the stored linearisations (a positive integer, or
+            None for no cap beyond ``steps``).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -58,16 +65,19 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
         >>> def loss(beta, adjoint):
         ...     field = af.SelfAttention(beta)
         ...     return jnp.sum(af.solve(field, x0, 2.0, adjoint=adjoint).ys[-1][0])
-        >>> stored = jax.grad(loss)(1.0, af.StoredStepAdjoint())
+        >>> stored = jax.grad(loss)(1.0, af.StoredStepAdjoint(steps=16))
         >>> default = jax.grad(loss)(1.0, None)
         >>> bool(jnp.allclose(stored, default, rtol=1e-6))
         True
     """
 
-    max_memory: int = eqx.field(static=True, default=2**28)
+    steps: int = eqx.field(static=True, default=64)
+    max_memory: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
-        check_int(self.max_memory, "max_memory", low=1)
+        check_int(self.steps, "steps", low=1)
+        if self.max_memory is not None:
+            check_int(self.max_memory, "max_memory", low=1)
 
     def loop(
         self,
@@ -114,7 +124,9 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
             dt0=dt0,
             # A save between two step ends runs inside a step: diffrax's own reverse loop.
             inner_while_loop=ft.partial(eqxi.while_loop, kind="checkpointed"),
-            outer_while_loop=ft.partial(_stored_while_loop, max_memory=self.max_memory),
+            outer_while_loop=ft.partial(
+                _stored_while_loop, steps=self.steps, max_memory=self.max_memory
+            ),
             **kwargs,
         )
 
@@ -130,14 +142,14 @@ def _is_python_scalar(x):
     return isinstance(x, (bool, int, float, np.generic))
 
 
-def _stored_while_loop(cond_fun, body_fun, init_val, *, max_steps, buffers=None, max_memory):
+def _stored_while_loop(cond_fun, body_fun, init_val, *, max_steps, buffers=None, steps, max_memory):
     """``eqxi.while_loop``'s interface, reverse-differentiable by storing each accepted step's
     linearisation (the loop state must be diffrax's ``State``)."""
     del buffers  # written functionally: the body's `.at[].set` updates work on plain arrays
     init_val = jtu.tree_map(lambda x: jnp.asarray(x) if _is_python_scalar(x) else x, init_val)
     body = eqx.filter_closure_convert(body_fun, init_val)
     cond = eqx.filter_closure_convert(cond_fun, init_val)
-    return _stored_loop((init_val, body), cond, max_steps, max_memory, _TreedefBox())
+    return _stored_loop((init_val, body), cond, max_steps, (steps, max_memory), _TreedefBox())
 
 
 def _keep_going(cond, max_steps, step, val):
@@ -158,7 +170,7 @@ def _linearize(diff_val, static_val, body):
 
 
 @eqx.filter_custom_vjp
-def _stored_loop(vjp_arg, cond, max_steps, max_memory, box):
+def _stored_loop(vjp_arg, cond, max_steps, limits, box):
     init_val, body = vjp_arg
 
     def plain_body(carry):
@@ -170,16 +182,13 @@ def _stored_loop(vjp_arg, cond, max_steps, max_memory, box):
 
 
 @_stored_loop.def_fwd
-def _stored_loop_fwd(perturbed, vjp_arg, cond, max_steps, max_memory, box):
+def _stored_loop_fwd(perturbed, vjp_arg, cond, max_steps, limits, box):
     del perturbed
     init_val, body = vjp_arg
     diff_val, static_val = eqx.partition(init_val, eqx.is_inexact_array)
     _, vjp_shape = eqx.filter_eval_shape(_linearize, diff_val, static_val, body)
     shapes = jtu.tree_leaves(vjp_shape)
-    step_bytes = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in shapes)
-    capacity = max(1, max_memory // max(step_bytes, 1))
-    if max_steps is not None:
-        capacity = min(capacity, max_steps)
+    capacity = _capacity(shapes, *limits, max_steps)
     stored = [jnp.zeros((capacity, *s.shape), s.dtype) for s in shapes]
 
     def store_step(carry):
@@ -200,22 +209,15 @@ def _stored_loop_fwd(perturbed, vjp_arg, cond, max_steps, max_memory, box):
     _, num_stored, final, stored = lax.while_loop(
         lambda c: keep_going(c[0], c[2]), store_step, carry
     )
-    final = eqx.error_if(
-        final,
-        num_stored > capacity,
-        f"StoredStepAdjoint: the solve accepted more steps than the {capacity} that fit in "
-        f"max_memory={max_memory} bytes ({step_bytes} bytes a step); raise max_memory or use "
-        "the default adjoint",
-    )
     return final, (num_stored, stored)
 
 
 @_stored_loop.def_bwd
-def _stored_loop_bwd(residuals, grad_obj, perturbed, vjp_arg, cond, max_steps, max_memory, box):
-    del perturbed, cond, max_steps, max_memory
+def _stored_loop_bwd(residuals, grad_obj, perturbed, vjp_arg, cond, max_steps, limits, box):
+    del perturbed, limits
     num_stored, stored = residuals
     init_val, body = vjp_arg
-    diff_val = eqx.filter(init_val, eqx.is_inexact_array)
+    diff_val, static_val = eqx.partition(init_val, eqx.is_inexact_array)
     ct_val = jtu.tree_map(
         lambda g, v: None if v is None else (jnp.zeros_like(v) if g is None else g),
         grad_obj,
@@ -231,5 +233,34 @@ def _stored_loop_bwd(residuals, grad_obj, perturbed, vjp_arg, cond, max_steps, m
         ct_val, d_body = vjp_fn(ct_val)
         return ct_val, jtu.tree_map(jnp.add, ct_body, d_body)
 
-    ct_val, ct_body = lax.fori_loop(0, num_stored, pull_back, (ct_val, ct_body))
-    return ct_val, ct_body
+    def from_stored_steps():
+        return lax.fori_loop(0, num_stored, pull_back, (ct_val, ct_body))
+
+    def by_recomputation():
+        # More accepted steps than slots: diffrax's checkpointed reverse loop from the start.
+        body_diff, body_static = eqx.partition(body, eqx.is_inexact_array)
+
+        def run(d, b):
+            out = eqxi.while_loop(
+                cond,
+                eqx.combine(b, body_static),
+                eqx.combine(d, static_val),
+                max_steps=max_steps,
+                kind="checkpointed",
+            )
+            return eqx.filter(out, eqx.is_inexact_array)
+
+        _, vjp_fn = jax.vjp(run, diff_val, body_diff)
+        return vjp_fn(ct_val)
+
+    slots = stored[0].shape[0]
+    return lax.cond(num_stored > slots, by_recomputation, from_stored_steps)
+
+
+def _capacity(shapes, steps, max_memory, max_steps) -> int:
+    """Slots to allocate: ``steps``, fewer if ``max_memory`` or the step cap says so."""
+    capacity = steps if max_steps is None else min(steps, max_steps)
+    if max_memory is not None:
+        step_bytes = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in shapes)
+        capacity = min(capacity, max_memory // max(step_bytes, 1))
+    return max(capacity, 1)
