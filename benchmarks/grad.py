@@ -17,6 +17,8 @@ Part 2, reverse-mode memory against the number of steps: a constant step size wi
 sqrt(2 · max_steps) checkpoints, so it grows with max_steps, not with the steps taken), a fixed
 budget of 16 checkpoints, and `DirectAdjoint` for comparison.
 
+Part 3 (printed after part 1): `StoredStepAdjoint`'s time and memory against its number of slots.
+
 Usage: python benchmarks/grad.py [--n 256] [--d 64] [--repeats 7] [--dtype float32]
 """
 
@@ -31,6 +33,8 @@ import jax.random as jr
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
+from solve import field_flops  # noqa: E402  (benchmarks/solve.py)
+
 import attnflow as af  # noqa: E402
 
 BETA, T1 = 1.0, 10.0
@@ -85,11 +89,16 @@ def part_one(n, d, dtype, repeats, rtol, atol):
     params, x0, target = problem(n, d, dtype)
     tolerances = {"rtol": rtol, "atol": atol}
     loss = make_loss(target, **tolerances)
-    steps = int(
-        af.solve(
-            af.SelfAttention(BETA, params["Q"], params["K"], params["V"]), x0, T1, **tolerances
-        ).stats["num_steps"]
-    )
+    field = af.SelfAttention(BETA, params["Q"], params["K"], params["V"])
+    stats = af.solve(field, x0, T1, **tolerances).stats
+    steps = int(stats["num_steps"])
+    accepted = int(stats["num_accepted_steps"])
+    # Tsit5: 6 new stages a step (first-same-as-last), one more evaluation at the start.
+    evaluations = 6 * steps + 1
+    flops = field_flops(field, x0)
+    vjp = jax.jit(lambda x: jax.vjp(lambda y: field(0.0, y, None), x)[1](x)).lower(x0).compile()
+    cost = vjp.cost_analysis()
+    vjp_flops = float((cost[0] if isinstance(cost, list) else cost).get("flops", float("nan")))
     direction = jax.tree.map(lambda p: jnp.ones_like(p) / p.size**0.5, params)
     backsolve = make_loss(target, adjoint=diffrax.BacksolveAdjoint(), **tolerances)
     stored = make_loss(target, adjoint=af.StoredStepAdjoint(), **tolerances)
@@ -155,8 +164,14 @@ def part_one(n, d, dtype, repeats, rtol, atol):
             f"{size / 2**20:.1f} | {size / base_bytes:.1f} |"
         )
     print(
-        f"\nBacksolveAdjoint relative gradient error vs exact reverse mode: {backsolve_error:.2e}"
+        f"\nWork: {steps} steps ({accepted} accepted), {evaluations} field evaluations, "
+        f"{evaluations * flops / 1e9:.2f} GFLOP forward (XLA: {flops / 1e6:.1f} MFLOP an "
+        f"evaluation, {vjp_flops / 1e6:.1f} MFLOP its forward + VJP). Flop floor of an exact "
+        f"gradient that stores every accepted step: forward + {6 * accepted} VJPs = "
+        f"{(evaluations * flops + 6 * accepted * (vjp_flops - flops)) / (evaluations * flops):.2f}"
+        " × the forward."
     )
+    print(f"BacksolveAdjoint relative gradient error vs exact reverse mode: {backsolve_error:.2e}")
     print(
         "StoredStepAdjoint vs the default adjoint: max |difference| / max |gradient| = "
         f"{stored_difference:.1e}"
@@ -165,6 +180,23 @@ def part_one(n, d, dtype, repeats, rtol, atol):
         f"forward-mode JVP vs reverse-mode gradient·direction: relative difference "
         f"{abs(jvp_value - reverse_value) / abs(reverse_value):.2e}"
     )
+
+
+def slot_sweep(n, d, dtype, repeats, rtol, atol, slot_counts):
+    """StoredStepAdjoint's time and memory against its number of slots (``steps=``)."""
+    params, x0, target = problem(n, d, dtype)
+    tolerances = {"rtol": rtol, "atol": atol}
+    fns = [jax.jit(make_loss(target, **tolerances))]
+    for slots in slot_counts:
+        adjoint = af.StoredStepAdjoint(steps=slots)
+        fns.append(jax.jit(jax.grad(make_loss(target, adjoint=adjoint, **tolerances), (0, 1))))
+    seconds = median_times(fns, (params, x0), repeats)
+    print(f"\n### StoredStepAdjoint: slots against time (n = {n}, d = {d})\n")
+    print("| slots | " + " | ".join(str(k) for k in slot_counts) + " |")
+    print("|---|" + "---:|" * len(slot_counts))
+    print("| × forward | " + " | ".join(f"{t / seconds[0]:.2f}" for t in seconds[1:]) + " |")
+    sizes = [program_bytes(fn, (params, x0)) / 2**20 for fn in fns[1:]]
+    print("| memory (MiB) | " + " | ".join(f"{m:.1f}" for m in sizes) + " |")
 
 
 def backsolve_errors(n, d, dtype, rtol, atol, t1s):
@@ -247,6 +279,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--steps", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
+    parser.add_argument("--slots", type=int, nargs="+", default=[16, 24, 32, 64, 128])
     args = parser.parse_args()
     dtype = jnp.dtype(args.dtype)
     rtol, atol = (1e-5, 1e-6) if dtype == jnp.float32 else (1e-8, 1e-10)
@@ -255,6 +288,7 @@ def main():
         f"{jax.devices()[0].platform}, {jax.device_count()} device(s)"
     )
     part_one(args.n, args.d, dtype, args.repeats, rtol, atol)
+    slot_sweep(args.n, args.d, dtype, args.repeats, rtol, atol, args.slots)
     backsolve_accuracy(args.n, args.d, [1.0, 3.0, 10.0])
     part_two(args.n, args.d, dtype, args.steps)
 
