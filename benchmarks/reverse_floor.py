@@ -87,10 +87,20 @@ def main():
     cotangent = jnp.ones_like(x0)
     vjp = jax.jit(lambda p, x: jax.vjp(lambda q, y: field_of(q)(0.0, y), p, x)[1](cotangent))
     f_time, v_time = G.median_times([field, vjp], (params, x0), 4 * args.repeats)
+    f_flops, v_flops = (xla_flops(fn, (params, x0)) for fn in (field, vjp))
     print(
-        f"\none field evaluation {1e6 * f_time:.0f} µs; forward + VJP in (x, Q, K, V) "
-        f"{1e6 * v_time:.0f} µs ({v_time / f_time:.2f}×)"
+        f"\none field evaluation {1e6 * f_time:.0f} µs, {f_flops / 1e6:.1f} MFLOP (XLA); "
+        f"forward + VJP in (x, Q, K, V) {1e6 * v_time:.0f} µs, {v_flops / 1e6:.1f} MFLOP "
+        f"({v_time / f_time:.2f}× the time, {v_flops / f_flops:.2f}× the FLOPs); "
+        f"{N} steps = {6 * N + 1} field evaluations forward"
     )
+
+
+def xla_flops(fn, args):
+    """FLOPs of one call of the jitted ``fn`` from XLA's cost analysis."""
+    cost = fn.lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float(cost.get("flops", float("nan")))
 
 
 if __name__ == "__main__":

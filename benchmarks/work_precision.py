@@ -34,6 +34,8 @@ import scipy
 from scipy.integrate import solve_ivp
 
 jax.config.update("jax_enable_x64", True)
+from solve import field_flops  # noqa: E402  (benchmarks/solve.py)
+
 import attnflow as af  # noqa: E402
 
 BETA = 1.0
@@ -141,6 +143,13 @@ def run(cfg, repeats):
     )
 
     field = af.SelfAttention(BETA)
+    # Work beside time: field evaluations and their FLOPs (XLA's count for one evaluation; the
+    # NumPy field does the same products).
+    flops = field_flops(field, x64)
+
+    def work(evaluations, prefix=""):
+        return f"{prefix}{evaluations} evals, {evaluations * flops / 1e9:.3f} GFLOP"
+
     points = []
     for dtype, rtols in ((jnp.float32, cfg["float32"]), (jnp.float64, cfg["float64"])):
         x = x64.astype(dtype)
@@ -150,19 +159,19 @@ def run(cfg, repeats):
             sol, walls, cpus = timed(lambda fn=fn, x=x: jax.block_until_ready(fn(x)), repeats)
             steps = int(sol.stats["num_steps"])
             err = max_error(sol.ys[-1], ref)
-            points.append(point(name, f"rtol={r:g}", err, walls, cpus, f"{steps} steps"))
+            # Tsit5: 6 new stages a step (first-same-as-last), one more evaluation at the start.
+            label = work(6 * steps + 1, f"{steps} steps, ")
+            points.append(point(name, f"rtol={r:g}", err, walls, cpus, label))
 
     for h in cfg["euler"]:
         steps = round(t1 / h)
         x, walls, cpus = timed(lambda steps=steps: euler(x0, t1, steps), repeats)
-        points.append(
-            point("NumPy Euler", f"h={h:g}", max_error(x, ref), walls, cpus, f"{steps} steps")
-        )
+        points.append(point("NumPy Euler", f"h={h:g}", max_error(x, ref), walls, cpus, work(steps)))
 
     for r in cfg["dop853"]:
         (x, nfev), walls, cpus = timed(lambda r=r: dop853(x0, t1, r, r * 1e-3), repeats)
         points.append(
-            point("scipy DOP853", f"rtol={r:g}", max_error(x, ref), walls, cpus, f"{nfev} evals")
+            point("scipy DOP853", f"rtol={r:g}", max_error(x, ref), walls, cpus, work(nfev))
         )
     return points
 
