@@ -154,3 +154,17 @@ def test_refused_uses_name_what_to_do():
         with pytest.raises((TypeError, ValueError), match="steps"):
             af.StoredStepAdjoint(steps=bad)
     assert isinstance(af.StoredStepAdjoint(), diffrax.AbstractAdjoint)
+
+
+def test_batches_of_solves_values_yes_gradients_refused_by_name():
+    x0s = af.random_tokens(jr.key(3), 8, 3, (2,))
+    betas = jnp.array([0.5, 3.0])
+
+    def final(beta, x0, adjoint):
+        return af.solve(af.SelfAttention(beta), x0, 2.0, adjoint=adjoint, throw=False).ys[-1]
+
+    values = jax.vmap(final, in_axes=(0, 0, None))(betas, x0s, af.StoredStepAdjoint())
+    np.testing.assert_array_equal(values, jax.vmap(final, in_axes=(0, 0, None))(betas, x0s, None))
+    loss = lambda beta, x0: jnp.sum(final(beta, x0, af.StoredStepAdjoint())[0])
+    with pytest.raises(ValueError, match="StoredStepAdjoint cannot differentiate a solve under"):
+        jax.vmap(jax.grad(loss))(betas, x0s)

@@ -51,7 +51,8 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
 
     Restrictions (each raises a clear error): reverse mode only (forward mode and second
     derivatives need ``DirectAdjoint`` or ``ForwardMode``); no ``event``; t0, t1 and dt0 are not
-    differentiated.
+    differentiated; no ``jax.vmap`` over solves whose steps differ across the batch (the
+    default adjoint handles batches).
 
     Attributes:
         steps: how many accepted steps to store (a positive integer; default 64).
@@ -129,6 +130,12 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
             ),
             **kwargs,
         )
+
+
+_NO_VMAP = (
+    "adjoint: StoredStepAdjoint cannot differentiate a solve under jax.vmap (each system of "
+    "the batch takes its own steps); use the default adjoint for batches of solves"
+)
 
 
 class _TreedefBox:
@@ -209,6 +216,9 @@ def _stored_loop_fwd(perturbed, vjp_arg, cond, max_steps, limits, box):
     _, num_stored, final, stored = lax.while_loop(
         lambda c: keep_going(c[0], c[2]), store_step, carry
     )
+    # Batched systems take different steps; diffrax's stage loop replays a stored step only if
+    # every system of the batch is at the same one. Refuse vmap at trace time, by name.
+    num_stored = eqxi.nonbatchable(num_stored, msg=_NO_VMAP)
     return final, (num_stored, stored)
 
 
@@ -253,8 +263,7 @@ def _stored_loop_bwd(residuals, grad_obj, perturbed, vjp_arg, cond, max_steps, l
         _, vjp_fn = jax.vjp(run, diff_val, body_diff)
         return vjp_fn(ct_val)
 
-    slots = stored[0].shape[0]
-    return lax.cond(num_stored > slots, by_recomputation, from_stored_steps)
+    return lax.cond(num_stored > stored[0].shape[0], by_recomputation, from_stored_steps)
 
 
 def _capacity(shapes, steps, max_memory, max_steps) -> int:
