@@ -133,12 +133,14 @@ class AbstractNormalizationScheme(eqx.Module):
         max_steps: int | None = 4096,
         args=None,
         throw: bool = True,
+        adjoint: diffrax.AbstractAdjoint | None = None,
     ) -> diffrax.Solution:
         """Integrate :meth:`vector_field` from z0 with Tsit5 and a PID controller.
 
         On-sphere schemes go through :func:`attnflow.solve` (right-hand side at z/|z|, saved
         values normalised); the others integrate the residual stream in R^{n×d}. ``sol.ys`` has
-        shape (1, n, d), or (len(ts), n, d) with ``ts``.
+        shape (1, n, d), or (len(ts), n, d) with ``ts``. ``adjoint`` is solve's (default
+        ``RecursiveCheckpointAdjoint``; e.g. :class:`attnflow.StoredStepAdjoint`).
         """
         # solve's own path: its checks, step cap and failure diagnosis; the field read at z/|z|
         # and the saved states normalised on the sphere only.
@@ -152,6 +154,7 @@ class AbstractNormalizationScheme(eqx.Module):
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
+            adjoint=adjoint,
             args=args,
             throw=throw,
         )

@@ -101,6 +101,34 @@ def test_saved_times_and_a_piecewise_field_with_jumps():
     )
 
 
+def test_multi_head_field_and_an_off_sphere_scheme():
+    """Any field and any solve path: stacked heads (gradient in every head's Q, K, V) and the
+    pre-LN residual stream in R^{n×d} (solve's off-sphere branch)."""
+    params, x0, target = _problem(jnp.float64)
+    keys = jr.split(jr.key(4), 3)
+    heads = {name: 0.5 * jr.normal(k, (2, D, D)) for name, k in zip("QKV", keys, strict=True)}
+
+    def loss(heads, adjoint):
+        field = af.MultiHeadAttention(beta=jnp.array([1.0, 3.0]), **heads)
+        return jnp.sum(target * af.solve(field, x0, 2.0, adjoint=adjoint, rtol=1e-8).ys)
+
+    expected = jax.grad(loss)(heads, None)
+    _assert_trees_close(jax.grad(loss)(heads, af.StoredStepAdjoint()), expected, 1e-11)
+
+    def scheme_loss(V, adjoint):
+        sublayer = af.SelfAttention(1.0, V=V)
+        sol = af.PreLN().solve(sublayer, x0, 2.0, adjoint=adjoint, rtol=1e-8)
+        return jnp.sum(target * sol.ys)
+
+    V = params["V"]
+    np.testing.assert_allclose(
+        jax.grad(scheme_loss)(V, af.StoredStepAdjoint()),
+        jax.grad(scheme_loss)(V, None),
+        rtol=1e-11,
+        atol=1e-14,
+    )
+
+
 def test_values_without_differentiation_are_the_default_solves():
     params, x0, _ = _problem(jnp.float64)
     field = af.SelfAttention(2.0, params["Q"], params["K"], params["V"])
