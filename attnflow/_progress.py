@@ -75,7 +75,11 @@ class Progress:
                 self.bar = tqdm(
                     total=self.total,
                     desc=self.desc,
-                    unit=self.unit,
+                    # A space before the unit, and the rate never inverted ("3.50s/it"):
+                    # "0.29 systems/s" reads the same at every speed.
+                    unit=f" {self.unit}",
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "
+                    "[{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]",
                     file=self.file,
                     mininterval=self.interval,
                 )
@@ -99,7 +103,7 @@ class Progress:
         percent = 100 * self.done / max(self.total, 1)
         print(
             f"{self.desc}: {self.done}/{self.total} {self.unit} ({percent:.0f}%), "
-            f"{seconds:.1f} s, {rate:.0f} {self.unit}/s",
+            f"{seconds:.1f} s, {rate:.3g} {self.unit}/s",
             file=self.file,
             flush=True,
         )

@@ -23,6 +23,7 @@ from .._normalization_schemes import (
     AttentionSublayer,
     PostLN,
 )
+from .._progress import Progress
 from .._solve import solve
 from ._statistics import AbstractStatistic
 
@@ -199,8 +200,6 @@ def general_phase_diagram(
     ``x0``: (R, n, d) initial tokens; ``weights``: dict with ``"Q"``, ``"K"``, ``"V"`` each None
     (identity) or an (R, L, H, ·, d) array (L pieces, H heads). Returns (len(betas), len(ts)).
     """
-    from tqdm.auto import tqdm
-
     R = x0.shape[0]
     dtype = x0.dtype
     pieces = family.pieces(ts)
@@ -208,7 +207,7 @@ def general_phase_diagram(
     n_chunks = math.ceil(R / chunk)
     values = np.zeros((len(betas), R, len(ts)), np.dtype(dtype))
     failed = 0
-    bar = tqdm(total=len(betas) * n_chunks, disable=not progress, desc="phase diagram")
+    bar = Progress("phase diagram", len(betas) * R, "systems", enabled=progress)
     for b, beta in enumerate(betas):
         for c in range(n_chunks):
             # One shape per call (one compilation): the last chunk is padded by repetition.
@@ -221,7 +220,7 @@ def general_phase_diagram(
             )
             values[b, rows[:n_r]] = np.asarray(_statistic_values(statistic, xs, beta_a))[:n_r]
             failed += int(np.sum(np.asarray(bad)[:n_r]))
-            bar.update(1)
+            bar.update(n_r)
     bar.close()
     if failed:
         raise RuntimeError(

@@ -20,6 +20,7 @@ six panels: about 2 minutes on two cores).
 import os
 import pathlib
 import string
+import sys
 import time
 
 import numpy as np
@@ -106,7 +107,11 @@ def phase_panels(panels, params: dict, progress: bool, **common):
 
     betas, ts = grids(params)
     values, seconds = [], []
-    for key, options in panels:
+    panels = list(panels)
+    for index, (key, options) in enumerate(panels):
+        if progress and len(panels) > 1:
+            label = ", ".join(f"{name} = {value}" for name, value in options.items())
+            print(f"panel {index + 1}/{len(panels)}: {label}", file=sys.stderr, flush=True)
         start = time.perf_counter()
         P = af.phase_diagram(
             key,
