@@ -28,7 +28,7 @@ def _projector(y, scale):
 def _check_sde_arguments(field, x0, sigma, key, form, common_noise, normalize):
     """Validate solve_sde's own arguments (times, step, save times, max_steps and throw are
     checked by the driver, :func:`solve_fixed_step_sde`); returns them checked."""
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     x0 = check_tokens(x0, "x0")
     sigma = check_beta(sigma, name="sigma")
     common_noise = check_bool(common_noise, "common_noise")

@@ -95,7 +95,7 @@ def random_multihead_attention(
         >>> bool((g.field.Q[0, 0] == jnp.eye(3)).all())
         True
     """
-    key = check_key(key)  # an int seed or legacy key
+    key = check_key(key)
     L = check_int(num_layers, "num_layers", low=1)
     H = check_int(num_heads, "num_heads", low=1)
     d = check_int(d, "d", low=2)

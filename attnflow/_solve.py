@@ -418,8 +418,8 @@ def solve(
     docs/benchmarks.md#bench-grad). For exact gradients in bounded memory pass
     ``adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=k)``; for the same exact gradient
     at lower cost, with memory per accepted step, pass :class:`attnflow.StoredStepAdjoint`
-    (4.1 forward solves a gradient instead of 5.2 at n = 256, d = 64; no events, no forward
-    mode).
+    (no events, no forward mode; its cost against the default adjoint is measured on the
+    benchmarks page, docs/benchmarks.md#bench-grad).
 
     **Wrap gradients in** ``eqx.filter_jit``. Outside ``jit``, each call of ``jax.grad`` of a
     function that calls ``solve`` traces and compiles the solve and its adjoint again (seconds

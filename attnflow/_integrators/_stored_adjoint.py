@@ -36,13 +36,12 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
     at the default adjoint's cost plus the forward pass already run). Size ``steps`` to the
     solve (``sol.stats["num_accepted_steps"]``) to stay on the fast path.
 
-    Cost (``benchmarks/grad.py``, n = 256, d = 64, float32, rtol 1e-5, 22 accepted + 3 rejected
-    steps; benchmarks/RESULTS.md): about 4 forward solves for the gradient against 5.1 with the
-    default adjoint. Within each step, diffrax's Runge–Kutta stage loop still recomputes its
-    stages in the backward pass (its ``scan_kind="bounded"`` alternative stores them but costs
-    more), which is what stands between this and the 3-forward floor of the flop count. The
-    buffer is allocated and cleared on every call, so unused slots cost time as well as memory
-    (about 0.3 ms per MiB here).
+    Cost: measured by ``benchmarks/grad.py`` against the default adjoint, in forward solves
+    per gradient, on the benchmarks page (docs/benchmarks.md#bench-grad). Within each step,
+    diffrax's Runge–Kutta stage loop still recomputes its stages in the backward pass (its
+    ``scan_kind="bounded"`` alternative stores them but costs more), which is what stands
+    between this and the floor of the flop count. The buffer is allocated and cleared on every
+    call, so unused slots cost time as well as memory.
 
     Memory: ``min(steps, max_memory // step_bytes, max_steps)`` slots of one step's
     linearisation each (counted in full; XLA drops the parts the backward pass never reads,

@@ -29,7 +29,7 @@ def bartlett_tokens(
         >>> y.shape, bool(abs((y * y).sum(-1) - 1).max() < 1e-12)
         ((5, 5), True)
     """
-    key = check_key(key)  # an int seed or legacy key
+    key = check_key(key)
     n = check_int(n, "n", low=1)
     d = check_int(d, "d", low=2)  # the sphere S^(d-1)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)

@@ -10,7 +10,13 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from .._check import check_bool, check_key, check_positive_scalar, check_sa_normalization
+from .._check import (
+    check_bool,
+    check_delta,
+    check_key,
+    check_positive_scalar,
+    check_sa_normalization,
+)
 from .._ensembles import AttentionEnsemble
 from .._sphere import unit_rows
 from ._bartlett import bartlett_tokens
@@ -142,7 +148,7 @@ def _check_options(
     statistic."""
     check_sa_normalization(normalization)
     betas, ts = _check_grid(betas, ts)
-    delta = _check_delta(delta)
+    delta = float(check_delta(delta))
     statistics = check_bool(statistics, "statistics")
     progress = check_bool(progress, "progress")
     statistic, family = _check_statistic_family(statistic, family, delta)
@@ -304,14 +310,6 @@ def _check_statistic_family(statistic, family, delta):
     return statistic, family
 
 
-def _check_delta(delta):
-    """0 < δ < 2, as for :func:`attnflow.count_clusters` (δ ≥ 2 would count every pair)."""
-    value = float(delta)
-    if not 0.0 < value < 2.0:
-        raise ValueError(f"delta: expected a threshold 0 < delta < 2, got {value}")
-    return value
-
-
 def phase_diagram(
     key: PRNGKeyArray,
     *,
@@ -412,7 +410,7 @@ def phase_diagram(
         >>> P.shape, float(P[0, 0]), float(P[0, -1])
         ((2, 3), 0.0, 1.0)
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     n = _positive_int(n, "n")
     if n < 2:
         raise ValueError(f"n: expected at least two tokens, got n = {n}")

@@ -223,7 +223,7 @@ def hessian_extreme_eigenvalues(
         >>> bool(jnp.allclose(jnp.array([lo, hi]), dense[jnp.array([0, -1])], rtol=1e-8))
         True
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     _check_energy(energy)
     x = check_tokens(x, "x")
     weights = check_weights(weights, x.shape[0])

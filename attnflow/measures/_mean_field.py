@@ -98,7 +98,7 @@ def von_mises_fisher(
         >>> x.shape, bool(jnp.mean(x[:, 2]) > 0.95)
         ((1000, 3), True)
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     mean = _unit_mean(mean)
     kappa = check_beta(kappa, name="kappa")  # a concentration: finite, >= 0
     n = check_int(n, "n", low=1)
@@ -146,7 +146,7 @@ def von_mises_fisher_mixture(
         >>> x.shape
         (1000, 3)
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     n = check_int(n, "n", low=1)
     means = jnp.asarray(check_real_values(means, "means"))
     kappas = jnp.asarray(check_real_values(kappas, "kappas", low=0))
@@ -232,7 +232,7 @@ def sliced_wasserstein(
         >>> 0.01 < float(af.measures.sliced_wasserstein(jr.key(1), x, y)) < 0.5
         True
     """
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     # Any points of R^d: finite, not necessarily on the sphere.
     x = check_tokens(x, "x", unit=False)
     y = check_tokens(y, "y", unit=False)

@@ -128,7 +128,7 @@ front of the noise in (H) and (HR)."""
 def _check_common(x0, beta, key, regime, value_mean):
     """The arguments of the homogenised limits that are not the SDE driver's (times, step, save
     times, max_steps and throw are checked by :func:`solve_fixed_step_sde`)."""
-    key = None if key is None else check_key(key)  # an int seed or legacy key
+    key = None if key is None else check_key(key)
     x0 = check_tokens(x0, "x0")
     beta = check_beta(beta)
     if regime not in HOMOGENIZED_REGIMES:
@@ -405,7 +405,7 @@ def homogenized_phase_diagram(
         ...                              realizations=8, dt=0.1).shape
         (2, 1)
     """
-    key = check_key(key)  # an int seed or legacy key
+    key = check_key(key)
     n = check_int(n, "n", low=2)
     d = check_int(d, "d", low=2)
     realizations = check_int(realizations, "realizations", low=1)

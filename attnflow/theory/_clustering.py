@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_real_values, check_sa_normalization, is_traced
+from .._check import check_delta, check_real_values, check_sa_normalization, is_traced
 
 _EULER_GAMMA = 0.57721566490153286061
 
@@ -28,13 +28,15 @@ def _check_n(n, minimum=2):
 
 
 def _check_delta(delta):
+    """δ through the one validator (0 < δ < 2), then the closed forms' own domain δ < 1."""
     if is_traced(delta) or jnp.ndim(delta) != 0:
         raise ValueError(f"delta: expected a Python/NumPy scalar in (0, 1), got {delta!r}")
-    value = float(delta)
-    if not 0.0 < value < 1.0:
+    value = float(check_delta(delta))
+    if value >= 1.0:
         raise ValueError(
-            f"delta: expected a threshold 0 < delta < 1 (clustered means "
-            f"<x_i, x_j> >= 1 - delta), got {value}"
+            f"delta: expected 0 < delta < 1 here, got {value}: pairwise-orthogonal tokens have "
+            "<x_i, x_j> = 0 >= 1 - delta, so they start delta-clustered and the clustering "
+            "time (6.12) is 0 for every beta"
         )
     return value
 
