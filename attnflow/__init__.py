@@ -99,6 +99,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         Energy as Energy,
         FieldFamily as FieldFamily,
         GramStatistic as GramStatistic,
+        PhaseDiagramResult as PhaseDiagramResult,
         SpanDimension as SpanDimension,
         bartlett_tokens as bartlett_tokens,
         phase_diagram as phase_diagram,

@@ -108,7 +108,7 @@ def phase_diagram_from_tokens(
         rtol, atol, max_steps: per-system error control of the DP5(4) integrator; max_steps
             counts the (accepted and rejected) steps of one system.
         progress: report progress (systems done; compilation as its own phase).
-        statistics: return a :class:`attnflow._phase.PhaseDiagramResult` (P with each
+        statistics: return a :class:`attnflow.PhaseDiagramResult` (P with each
             system's accepted and rejected steps) instead of P.
 
     **Engines.** The clustered fraction (mean) of the default family runs on the reduced
@@ -397,7 +397,7 @@ def phase_diagram(
         dtype: float dtype (default: JAX's default float).
         progress: report the systems done (a bar on a terminal, log lines otherwise;
         compilation is reported as its own phase).
-    statistics: return a :class:`attnflow._phase.PhaseDiagramResult`: P with each
+    statistics: return a :class:`attnflow.PhaseDiagramResult`: P with each
         system's accepted and rejected steps and the evaluation counts (reduced engines).
 
     Returns:
