@@ -34,6 +34,12 @@ from ._clustering import (
     orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
     wendel as wendel,
 )
+from ._equiangular import (
+    EquiangularAsymptotics as EquiangularAsymptotics,
+    equiangular_asymptotics as equiangular_asymptotics,
+    equiangular_inner_product as equiangular_inner_product,
+    equiangular_time as equiangular_time,
+)
 from ._homogenized import (
     OrthogonalTradeoff as OrthogonalTradeoff,
     attention_concentration as attention_concentration,
