@@ -5,6 +5,7 @@ arXiv:2312.10794; ``_kinetic``: lost in the middle; ``_measures``: optimal measu
 ``_metastability``: dynamic metastability on the circle) and re-exported here.
 """
 
+from .._attention_scaling import long_context_beta as long_context_beta
 from ..landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
@@ -53,6 +54,14 @@ from ._kinetic import (
     lost_in_the_middle_profile as lost_in_the_middle_profile,
     lost_in_the_middle_threshold as lost_in_the_middle_threshold,
     psi as psi,
+)
+from ._long_context import (
+    EquiangularAttentionWeights as EquiangularAttentionWeights,
+    PreLNEquiangularLayers as PreLNEquiangularLayers,
+    equiangular_attention_weights as equiangular_attention_weights,
+    long_context_limit as long_context_limit,
+    pre_ln_equiangular_layers as pre_ln_equiangular_layers,
+    pre_ln_equiangular_map as pre_ln_equiangular_map,
 )
 from ._measures import (
     antipodal_energy as antipodal_energy,
