@@ -1,7 +1,7 @@
 """Long-context attention scaling β = γ log n (Chen–Lin–Polyanskiy–Rigollet, arXiv:2510.05554;
 §6.3 of Rigollet, arXiv:2512.01868): the one place where β is built from γ and the context
 length n, shared by :meth:`attnflow.SelfAttention.long_context`, ``phase_diagram`` sweeps over γ
-and the closed forms of :mod:`attnflow.theory`."""
+and the closed forms of ``attnflow.theory``."""
 
 import math
 
@@ -23,7 +23,7 @@ def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"
 
     Use it wherever β goes: ``SelfAttention.long_context(γ, n)`` (the field),
     ``phase_diagram(key, n=n, betas=long_context_beta(gammas, n), ...)`` (a phase diagram over γ)
-    and the closed forms of :mod:`attnflow.theory` (``equiangular_inner_product(t, n,
+    and the closed forms of ``attnflow.theory`` (``equiangular_inner_product(t, n,
     long_context_beta(γ, n), ρ₀)``, :func:`attnflow.theory.pre_ln_equiangular_map`).
 
     Args:

@@ -12,7 +12,7 @@ it has the closed form (Ei the exponential integral, E₁(z) = ∫_z^∞ e^{−s
     T_SA  = (n−1)/(2n) · ln[(1−a)(1+(n−1)b) / ((1−b)(1+(n−1)a))] + (e^β/n) T_USA,
 
 with the bounded scaled functions ŝ(x) = e^{−x} Ei(x) and ê(z) = e^{z} E₁(z) of
-:mod:`attnflow.theory._clustering`. Every exponential is carried next to the function it
+``attnflow.theory._clustering``. Every exponential is carried next to the function it
 multiplies, so no term overflows unless T itself does (SA: e^{β(1−a)}/β, past float64 only for
 β(1−a) ≳ 709), and the difference is taken between the two ends of the one interval [a, b],
 never between two times measured from ρ = 0: those are both ≈ e^β/(2β) at large β and their
