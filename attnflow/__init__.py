@@ -23,6 +23,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         energy_along as energy_along,
         gram as gram,
         inner_product_histogram as inner_product_histogram,
+        wasserstein_to_dirac as wasserstein_to_dirac,
     )
     from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
     from ._ensembles import (

@@ -228,6 +228,13 @@ RECIPES = {
     "attnflow.models.random_qk_moments": dict(
         x=X, beta=1.0, Q=jnp.eye(3)[None], K=jnp.eye(3)[None]
     ),
+    "attnflow.theory.equiangular_time": dict(beta=1.0, n=4, rho0=0.2),
+    "attnflow.theory.equiangular_inner_product": dict(t=1.0, n=4, beta=1.0, rho0=0.2),
+    "attnflow.theory.equiangular_asymptotics": dict(beta=1.0, n=4, rho0=0.2),
+    "attnflow.theory.long_context_beta": dict(gamma=1.0, n=4),
+    "attnflow.theory.long_context_limit": dict(rho=0.5, gamma=1.0),
+    "attnflow.theory.pre_ln_equiangular_layers": dict(rho0=0.2, n=4, beta=1.0, num_layers=2),
+    "attnflow.models.pairing_phase": dict(centers=X, masses=jnp.full(4, 0.25), beta=4.0),
     "attnflow.measures.von_mises_fisher_mixture": dict(
         key=jr.key(0), means=jnp.eye(3)[:2], kappas=jnp.array([1.0, 2.0]), n=4
     ),
@@ -301,6 +308,10 @@ RESULT_TYPES = {
     "LayerStatistics",
     "FlowComparison",
     "OrthogonalTradeoff",
+    "EquiangularAsymptotics",
+    "EquiangularAttentionWeights",
+    "PreLNEquiangularLayers",
+    "PairingPhase",
 }
 
 

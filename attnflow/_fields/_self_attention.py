@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._attention_scaling import long_context_beta
 from .._check import (
     as_array,
     check_beta,
@@ -129,6 +130,27 @@ class SelfAttention(AbstractAttention):
             raise ValueError(f"causal: expected True or False, got {causal!r}")
         self.causal = bool(causal)
         self.block_size = check_block_size(block_size)
+
+    @classmethod
+    def long_context(cls, gamma, n, Q=None, K=None, V=None, **options) -> "SelfAttention":
+        r"""Self-attention with the long-context scaling β = γ log n (arXiv:2510.05554; Thm 7
+        of arXiv:2512.01868): ``SelfAttention(long_context_beta(gamma, n), Q, K, V, **options)``
+        (:func:`attnflow.theory.long_context_beta`). For equiangular tokens at inner product ρ,
+        γ = 1/(1 − ρ) separates attention that mixes all n tokens (γ below) from attention that
+        is nearly the identity (γ above).
+
+        Args:
+            gamma: γ ≥ 0 (a number: β stays a hyperparameter; an array: a parameter).
+            n: the context length the scaling is built for (an integer ≥ 1).
+            Q, K, V, options: as for :class:`SelfAttention` (``normalization``, ``causal``,
+                ``block_size``).
+
+        Example:
+            >>> import math, attnflow as af
+            >>> af.SelfAttention.long_context(1.5, 100).beta == 1.5 * math.log(100)
+            True
+        """
+        return cls(long_context_beta(gamma, n), Q, K, V, **options)
 
     @property
     def dim(self) -> int | None:

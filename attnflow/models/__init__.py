@@ -29,6 +29,10 @@ from ._metastability_bounds import (
     MetastabilityBounds as MetastabilityBounds,
     metastability_bounds as metastability_bounds,
 )
+from ._pairing import (
+    PairingPhase as PairingPhase,
+    pairing_phase as pairing_phase,
+)
 from ._staircase_theorem import (
     collision_radius as collision_radius,
     modified_usa as modified_usa,

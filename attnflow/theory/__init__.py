@@ -5,6 +5,7 @@ arXiv:2312.10794; ``_kinetic``: lost in the middle; ``_measures``: optimal measu
 ``_metastability``: dynamic metastability on the circle) and re-exported here.
 """
 
+from .._attention_scaling import long_context_beta as long_context_beta
 from ..landscape._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
@@ -34,6 +35,12 @@ from ._clustering import (
     orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
     wendel as wendel,
 )
+from ._equiangular import (
+    EquiangularAsymptotics as EquiangularAsymptotics,
+    equiangular_asymptotics as equiangular_asymptotics,
+    equiangular_inner_product as equiangular_inner_product,
+    equiangular_time as equiangular_time,
+)
 from ._homogenized import (
     OrthogonalTradeoff as OrthogonalTradeoff,
     attention_concentration as attention_concentration,
@@ -47,6 +54,14 @@ from ._kinetic import (
     lost_in_the_middle_profile as lost_in_the_middle_profile,
     lost_in_the_middle_threshold as lost_in_the_middle_threshold,
     psi as psi,
+)
+from ._long_context import (
+    EquiangularAttentionWeights as EquiangularAttentionWeights,
+    PreLNEquiangularLayers as PreLNEquiangularLayers,
+    equiangular_attention_weights as equiangular_attention_weights,
+    long_context_limit as long_context_limit,
+    pre_ln_equiangular_layers as pre_ln_equiangular_layers,
+    pre_ln_equiangular_map as pre_ln_equiangular_map,
 )
 from ._measures import (
     antipodal_energy as antipodal_energy,
