@@ -75,6 +75,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
     from ._layers import (
         NGPT as NGPT,
         AbstractNormalizationScheme as AbstractNormalizationScheme,
+        AbstractOneSublayerScheme as AbstractOneSublayerScheme,
         AttentionSublayer as AttentionSublayer,
         LieTrotter as LieTrotter,
         MixLN as MixLN,

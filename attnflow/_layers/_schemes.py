@@ -212,7 +212,9 @@ def _iterate(scheme, sublayer, z0, num_layers, step, args, t0):
 
 
 class AbstractOneSublayerScheme(AbstractNormalizationScheme):
-    """A scheme whose layer applies one sublayer g, the update of the whole field."""
+    """A scheme whose layer applies one sublayer g, the update of the whole field: it
+    implements :meth:`step_map`, so a new scheme of this kind implements :meth:`layer`,
+    :meth:`vector_field`, :meth:`speed_factor` and ``on_sphere`` only."""
 
     def step_map(self, field, sublayer: Callable, step, args) -> Callable:
         g = sublayer(field)
