@@ -1,5 +1,5 @@
 """Discrete time: the layer scan, the normalisation schemes that step it and the public layer
-loops that delegate to them (nothing here imports a field family above the core)."""
+loops that delegate to them (above the fields and solve; nothing below imports it)."""
 
 from ._loops import (
     layers as layers,
