@@ -15,6 +15,10 @@ Transformer of each scheme (``scheme.layers``, the attention output as the subla
 h = 0.05, i.e. 200 layers; Mix-LN switches from post-LN to pre-LN at t* = T/4 (α = 0.25 of
 Li et al.); nGPT's rate is 1, sqrt-scaling's offset 1. The ``.npz`` holds every curve, the
 ``.json`` the order of the schemes by their final mean cosine similarity.
+
+nGPT's place depends on its rate α: its speed factor is |A|/α, and with V = I, |A_i| ≤ 1, so
+at α = 1 it is the fastest of the six; nGPT's eigen learning rates start small in practice, and
+a rate α < 1 slows it in proportion (``NGPT(rate)``).
 """
 
 import pathlib
