@@ -41,7 +41,6 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
     from ._fields._feedforward import (
         FeedForward as FeedForward,
         TransformerBlock as TransformerBlock,
-        lie_trotter_layers as lie_trotter_layers,
     )
     from ._fields._gradient_flow import GradientFlow as GradientFlow
     from ._fields._hardmax import (
@@ -62,7 +61,6 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         PureSelfAttention as PureSelfAttention,
         RescaledSelfAttention as RescaledSelfAttention,
         rescale as rescale,
-        residual_layers as residual_layers,
         unrescale as unrescale,
     )
     from ._fields._self_attention import (
@@ -75,7 +73,23 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         sinkhorn_potentials as sinkhorn_potentials,
     )
     from ._integrators._stored_adjoint import StoredStepAdjoint as StoredStepAdjoint
-    from ._layers import iterate_layers as iterate_layers, layers as layers
+    from ._layers import (
+        NGPT as NGPT,
+        AbstractNormalizationScheme as AbstractNormalizationScheme,
+        AbstractOneSublayerScheme as AbstractOneSublayerScheme,
+        AttentionSublayer as AttentionSublayer,
+        LieTrotter as LieTrotter,
+        MixLN as MixLN,
+        PeriLN as PeriLN,
+        PostLN as PostLN,
+        PreLN as PreLN,
+        ResidualOnly as ResidualOnly,
+        SqrtScaling as SqrtScaling,
+        iterate_layers as iterate_layers,
+        layers as layers,
+        lie_trotter_layers as lie_trotter_layers,
+        residual_layers as residual_layers,
+    )
     from ._metric import (
         AbstractMetric as AbstractMetric,
         AttentionMetric as AttentionMetric,
@@ -83,16 +97,6 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         riemannian_gradient as riemannian_gradient,
     )
     from ._noise import solve_sde as solve_sde
-    from ._normalization_schemes import (
-        NGPT as NGPT,
-        AbstractNormalizationScheme as AbstractNormalizationScheme,
-        AttentionSublayer as AttentionSublayer,
-        LieTrotter as LieTrotter,
-        PeriLN as PeriLN,
-        PostLN as PostLN,
-        PreLN as PreLN,
-        ResidualOnly as ResidualOnly,
-    )
     from ._phase import (
         AbstractStatistic as AbstractStatistic,
         ClusterCount as ClusterCount,

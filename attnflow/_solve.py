@@ -443,7 +443,7 @@ def solve(
         >>> grads.Q.shape
         (3, 3)
     """
-    return _integrate(
+    return integrate(
         field,
         check_tokens(x0, "x0"),
         t1,
@@ -466,7 +466,7 @@ def solve(
     )
 
 
-def _integrate(
+def integrate(
     field,
     x0,
     t1,

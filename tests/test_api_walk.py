@@ -167,6 +167,7 @@ RECIPES = {
     "attnflow.models.collision_radius": dict(beta=4.0),
     "attnflow.models.pair_merge_time": dict(gap=0.5, beta=4.0, c=0.5),
     "attnflow.theory.two_body_log_time": dict(gap=0.5, mass=0.5, beta=4.0),
+    "attnflow.theory.normalized_equiangular_rhs": dict(t=0.0, rho=0.5, r=1.0, beta=1.0, n=4),
     "attnflow.landscape.symmetric_configurations": dict(n=4, d=3),
     "attnflow.landscape.configuration_signature": dict(x=X),
     # points, not num_points: the hostile weights have the 4 entries of X.

@@ -1,5 +1,5 @@
-"""The perceptron (feed-forward) block of paper (2.8), the full Transformer field, and its
-Lie–Trotter splitting into attention-then-MLP layers."""
+"""The perceptron (feed-forward) block of paper (2.8) and the full Transformer field (its
+Lie–Trotter splitting into attention-then-MLP layers is :func:`attnflow.lie_trotter_layers`)."""
 
 from collections.abc import Callable
 
@@ -9,7 +9,6 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import check_matrix, check_shape_tokens
-from .._layers import layers
 from .._sphere import project_tangent
 from ._base import AbstractField
 
@@ -89,7 +88,7 @@ class TransformerBlock(AbstractField):
 
     Both parts are tangent fields built with the same projection P_x, which is linear, so the
     unsplit field is their sum. Solve it with :func:`attnflow.solve`; its discrete-time version,
-    the Lie–Trotter splitting, is :func:`lie_trotter_layers`.
+    the Lie–Trotter splitting, is :func:`attnflow.lie_trotter_layers`.
 
     Args:
         attention: any attnflow field (``SelfAttention``, ``MultiHeadAttention``, ...).
@@ -122,47 +121,3 @@ class TransformerBlock(AbstractField):
     def residual(self, t, x, args=None):
         """Attention output plus perceptron output, both unprojected (the residual update)."""
         return self.attention.residual(t, x, args) + self.feedforward.residual(t, x, args)
-
-
-def lie_trotter_layers(
-    attention: Callable,
-    feedforward: Callable,
-    x0: Float[Array, "n d"],
-    num_layers: int,
-    step,
-    *,
-    args=None,
-    t0=0.0,
-    projected: bool = False,
-) -> Float[Array, "layers n d"]:
-    """The discrete Transformer with a feed-forward block: Lie–Trotter splitting of (2.8),
-    attention first, then the MLP, each a residual step followed by layer normalisation:
-
-        y_k     = normalize(x_k + step · Σ_j a_ij V x_j),
-        x_{k+1} = normalize(y_k + step · w σ(a y_k + b)),     t_k = t0 + k·step,
-
-    with the unprojected sublayer outputs (``residual``), as in a post-LN Transformer and in
-    :func:`attnflow.layers`; ``projected=True`` steps with the tangent fields instead. A
-    first-order scheme: ``lie_trotter_layers(att, ff, x0, T/h, h)[-1]`` converges to
-    ``solve(TransformerBlock(att, ff), x0, T)`` with error O(h).
-
-    Returns:
-        (num_layers + 1, n, d): every layer's tokens, x0 first.
-
-    Example:
-        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
-        >>> ff = af.FeedForward(jnp.ones((3, 4)), jnp.ones((4, 3)), jnp.zeros(4), jnp.tanh)
-        >>> x0 = af.random_tokens(jr.key(0), 5, 3)
-        >>> af.lie_trotter_layers(af.SelfAttention(1.0), ff, x0, 10, 0.1).shape
-        (11, 5, 3)
-    """
-    return layers(
-        (attention, feedforward),
-        x0,
-        num_layers,
-        step,
-        scheme="Lie-Trotter",
-        args=args,
-        t0=t0,
-        projected=projected,
-    )

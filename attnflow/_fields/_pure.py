@@ -1,10 +1,10 @@
 """Pure self-attention on R^d (no projection, no layer norm), paper (9.1), and its rescaling (9.3).
 
 These fields live on R^d, not on the sphere: integrate them with ``diffrax.diffeqsolve`` directly
-(:func:`attnflow.solve` normalises tokens) or in discrete time with :func:`residual_layers`.
+(:func:`attnflow.solve` normalises tokens) or in discrete time with
+:func:`attnflow.residual_layers`.
 """
 
-from collections.abc import Callable
 from typing import Literal
 
 import equinox as eqx
@@ -14,7 +14,6 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
 from .._check import check_matrix, check_real_values, check_shape_tokens
-from .._layers import layers
 from ._base import check_field_input, weights_from_args
 from ._kernel import attention
 from ._self_attention import SelfAttention
@@ -184,26 +183,3 @@ class RescaledSelfAttention(eqx.Module):
             block_size=self.attention._block_size(z.shape[0]),
         )
         return out - values
-
-
-def residual_layers(
-    field: Callable, x0: Float[Array, "n d"], num_layers: int, step, *, args=None, t0=0.0
-) -> Float[Array, "layers n d"]:
-    """The residual network without layer normalisation: explicit Euler on R^d,
-
-        x_{k+1} = x_k + step · field(t0 + k·step, x_k, args),   k = 0 … num_layers − 1.
-
-    The discrete-time counterpart of :class:`PureSelfAttention` (9.1), of (9.3)–(9.4) and of the
-    hardmax dynamics (9.5) (which is discontinuous, so its discrete-time version is the natural
-    definition). Compare :func:`attnflow.layers`, which normalises after every step.
-
-    Returns:
-        (num_layers + 1, n, d): every layer's tokens, x0 first.
-
-    Example:
-        >>> import jax.numpy as jnp, attnflow as af
-        >>> z0 = jnp.array([[1.0, 1.0], [-1.0, 1.0], [0.0, 0.0]])
-        >>> af.residual_layers(af.HardmaxRescaledAttention(), z0, 4, 0.25).shape
-        (5, 3, 2)
-    """
-    return layers(field, x0, num_layers, step, scheme="residual", args=args, t0=t0, projected=True)

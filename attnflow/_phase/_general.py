@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._fields._self_attention import MultiHeadAttention, SelfAttention
-from .._normalization_schemes import (
+from .._layers import (
     NGPT,
     AbstractNormalizationScheme,
     AttentionSublayer,

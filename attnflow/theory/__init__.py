@@ -83,3 +83,4 @@ from ._metastability import (
     two_body_log_time as two_body_log_time,
     uniform_circle_mode_count as uniform_circle_mode_count,
 )
+from ._normalization import normalized_equiangular_rhs as normalized_equiangular_rhs

@@ -1,91 +1,42 @@
-"""Discrete time: the one layer iterator every layer scheme shares, and the paper's discrete
-Transformer :func:`layers`."""
+"""The public layer loops: :func:`layers` (the discrete Transformer, one normalisation scheme
+per call) and the entry points that delegate to it, :func:`residual_layers` and
+:func:`lie_trotter_layers`."""
 
 from collections.abc import Callable
 
-import jax
-import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_bool, check_finite_scalar, check_int, check_tokens
+from .._check import check_bool
+from ._scan import check_layer_arguments, residual_update, scan_layers
+from ._schemes import (
+    NGPT,
+    AbstractNormalizationScheme,
+    LieTrotter,
+    MixLN,
+    PeriLN,
+    PostLN,
+    PreLN,
+    ResidualOnly,
+    SqrtScaling,
+)
 
-
-def check_num_layers(num_layers) -> int:
-    """A non-negative integer number of layers (Python or NumPy; 2.5 and "3" are refused)."""
-    return check_int(num_layers, "num_layers", low=0)
-
-
-def check_layer_arguments(x0, num_layers, step, t0, *, unit: bool):
-    """The arguments every layer loop shares (:func:`iterate_layers`, :func:`layers` and the
-    loops built on it), checked in one place: (n, d) finite tokens x0 (of unit norm when
-    ``unit``), an integer ``num_layers`` >= 0, a finite ``step`` and ``t0``. Returns them
-    checked (traced values wrapped with ``eqx.error_if``: use the returned values)."""
-    x0 = check_tokens(x0, "x0", unit=unit)
-    num_layers = check_num_layers(num_layers)
-    return x0, num_layers, check_finite_scalar(step, "step"), check_finite_scalar(t0, "t0")
-
-
-def _scan_layers(update: Callable, x0, num_layers: int, step, t0):
-    # The layer index k is carried from a Python 0, so it stays weakly typed (as fori_loop's
-    # index): t0 + k·step then takes the dtype of t0 and step alone, as with a Python integer k,
-    # and mixes no integer array into a float one (strict dtype promotion).
-    def one_layer(carry, _):
-        x, k = carry
-        x_next = update(t0 + k * step, x).astype(x.dtype)
-        return (x_next, k + 1), x_next
-
-    _, xs = jax.lax.scan(one_layer, (x0, 0), length=num_layers)
-    return jnp.concatenate([x0[None], xs], axis=0)
-
-
-def iterate_layers(
-    update: Callable, x0: Float[Array, "n d"], num_layers: int, step, t0=0.0
-) -> Float[Array, "layers n d"]:
-    """x_{k+1} = update(t_k, x_k) with t_k = t0 + k·step, k = 0 … num_layers − 1 (``lax.scan``).
-
-    The scan under the one layer loop :func:`layers` (which :func:`attnflow.lie_trotter_layers`,
-    :func:`attnflow.residual_layers` and every normalisation scheme's ``layers`` call).
-
-    Returns:
-        (num_layers + 1, n, d): every layer's tokens, x0 first, in x0's dtype.
-
-    Example:
-        >>> import jax.numpy as jnp, attnflow as af
-        >>> af.iterate_layers(lambda t, x: 2 * x, jnp.ones((1, 2)), 3, 0.1)[:, 0, 0].tolist()
-        [1.0, 2.0, 4.0, 8.0]
-    """
-    if not callable(update):
-        raise ValueError(f"update: expected a callable (t, x) -> x, got {type(update).__name__}")
-    x0, num_layers, step, t0 = check_layer_arguments(x0, num_layers, step, t0, unit=False)
-    return _scan_layers(update, x0, num_layers, step, t0)
-
-
-def residual_update(field: Callable, t, x, args):
-    """The update a residual block adds: ``field.residual`` (the unprojected attention output for
-    attention fields) where the field has one, else the field itself."""
-    residual = getattr(field, "residual", None)
-    return field(t, x, args) if residual is None else residual(t, x, args)
-
-
-_SCHEME_NAMES = ("post-LN", "pre-LN", "peri-LN", "nGPT", "residual", "Lie-Trotter")
+_SCHEME_NAMES = (
+    "post-LN",
+    "pre-LN",
+    "peri-LN",
+    "nGPT",
+    "residual",
+    "Lie-Trotter",
+    "Mix-LN",
+    "sqrt-scaling",
+)
 
 
 def _as_scheme(scheme):
-    from ._normalization_schemes import (
-        NGPT,
-        AbstractNormalizationScheme,
-        LieTrotter,
-        PeriLN,
-        PostLN,
-        PreLN,
-        ResidualOnly,
-    )
-
     if isinstance(scheme, AbstractNormalizationScheme):
         return scheme
-    by_name = dict(
-        zip(_SCHEME_NAMES, (PostLN, PreLN, PeriLN, NGPT, ResidualOnly, LieTrotter), strict=True)
-    )
+    schemes = (PostLN, PreLN, PeriLN, NGPT, ResidualOnly, LieTrotter, MixLN, SqrtScaling)
+    by_name = dict(zip(_SCHEME_NAMES, schemes, strict=True))
     if scheme not in by_name:
         raise ValueError(
             f"scheme: expected one of {', '.join(map(repr, _SCHEME_NAMES))} or an "
@@ -123,7 +74,9 @@ def layers(
     Schemes (a name or an :class:`attnflow.AbstractNormalizationScheme`; docs/maths.md §1.13):
     ``"post-LN"`` z ← N(z + h g(z)); ``"pre-LN"`` z ← z + h g(N(z)); ``"peri-LN"``
     z ← z + h N(g(N(z))); ``"nGPT"`` z ← N(z + h (N(g(z)) − z)); ``"residual"`` z ← z + h g(z)
-    (no normalisation: :func:`attnflow.residual_layers`); ``"Lie-Trotter"`` for a
+    (no normalisation: :func:`attnflow.residual_layers`); ``"Mix-LN"`` post-LN before t = 2.5,
+    pre-LN after (:class:`attnflow.MixLN`); ``"sqrt-scaling"`` z ← z + h g(N(z))/√(t + 1)
+    (:class:`attnflow.SqrtScaling`); ``"Lie-Trotter"`` for a
     :class:`attnflow.TransformerBlock`, a post-LN step with the attention, then one with the
     perceptron (:func:`attnflow.lie_trotter_layers`). Off-sphere schemes return the residual
     stream z (tokens z/|z|).
@@ -166,10 +119,75 @@ def layers(
             return part
         return lambda t, x, a: residual_update(part, t, x, a)
 
-    from ._normalization_schemes import step_map
-
-    update = step_map(scheme, field, sublayer, step, args)
-    return _scan_layers(update, x0, num_layers, step, t0)
+    update = scheme.step_map(field, sublayer, step, args)
+    return scan_layers(update, x0, num_layers, step, t0)
 
 
-__all__ = ["layers", "iterate_layers", "check_num_layers", "residual_update"]
+def residual_layers(
+    field: Callable, x0: Float[Array, "n d"], num_layers: int, step, *, args=None, t0=0.0
+) -> Float[Array, "layers n d"]:
+    """The residual network without layer normalisation: explicit Euler on R^d,
+
+        x_{k+1} = x_k + step · field(t0 + k·step, x_k, args),   k = 0 … num_layers − 1.
+
+    The discrete-time counterpart of :class:`attnflow.PureSelfAttention` (9.1), of (9.3)–(9.4)
+    and of the hardmax dynamics (9.5) (which is discontinuous, so its discrete-time version is the
+    natural definition). Compare :func:`layers`, which normalises after every step.
+
+    Returns:
+        (num_layers + 1, n, d): every layer's tokens, x0 first.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> z0 = jnp.array([[1.0, 1.0], [-1.0, 1.0], [0.0, 0.0]])
+        >>> af.residual_layers(af.HardmaxRescaledAttention(), z0, 4, 0.25).shape
+        (5, 3, 2)
+    """
+    return layers(field, x0, num_layers, step, scheme="residual", args=args, t0=t0, projected=True)
+
+
+def lie_trotter_layers(
+    attention: Callable,
+    feedforward: Callable,
+    x0: Float[Array, "n d"],
+    num_layers: int,
+    step,
+    *,
+    args=None,
+    t0=0.0,
+    projected: bool = False,
+) -> Float[Array, "layers n d"]:
+    """The discrete Transformer with a feed-forward block: Lie–Trotter splitting of (2.8),
+    attention first, then the MLP, each a residual step followed by layer normalisation:
+
+        y_k     = normalize(x_k + step · Σ_j a_ij V x_j),
+        x_{k+1} = normalize(y_k + step · w σ(a y_k + b)),     t_k = t0 + k·step,
+
+    with the unprojected sublayer outputs (``residual``), as in a post-LN Transformer and in
+    :func:`layers`; ``projected=True`` steps with the tangent fields instead. A
+    first-order scheme: ``lie_trotter_layers(att, ff, x0, T/h, h)[-1]`` converges to
+    ``solve(TransformerBlock(att, ff), x0, T)`` with error O(h).
+
+    Returns:
+        (num_layers + 1, n, d): every layer's tokens, x0 first.
+
+    Example:
+        >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
+        >>> ff = af.FeedForward(jnp.ones((3, 4)), jnp.ones((4, 3)), jnp.zeros(4), jnp.tanh)
+        >>> x0 = af.random_tokens(jr.key(0), 5, 3)
+        >>> af.lie_trotter_layers(af.SelfAttention(1.0), ff, x0, 10, 0.1).shape
+        (11, 5, 3)
+    """
+    return layers(
+        (attention, feedforward),
+        x0,
+        num_layers,
+        step,
+        scheme="Lie-Trotter",
+        args=args,
+        t0=t0,
+        projected=projected,
+    )
+
+
+__all__ = ["layers", "lie_trotter_layers", "residual_layers"]

@@ -29,11 +29,17 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_tokens
-from ._fields._base import AbstractField
-from ._layers import check_num_layers, layers
-from ._solve import _integrate as integrate
-from ._sphere import normalize, project_tangent
+from .._check import (
+    check_finite_scalar,
+    check_positive_scalar,
+    check_tokens,
+    expected,
+    is_traced,
+)
+from .._fields._base import AbstractField
+from .._solve import integrate
+from .._sphere import normalize, project_tangent
+from ._scan import check_layer_arguments, check_num_layers, scan_layers
 
 
 class AttentionSublayer(eqx.Module):
@@ -72,9 +78,14 @@ class AttentionSublayer(eqx.Module):
 class AbstractNormalizationScheme(eqx.Module):
     """A placement of layer normalisation: a layer map on the residual stream z and its flow.
 
-    Subclasses implement :meth:`layer` and :meth:`vector_field` and say whether the stream stays
-    on the sphere (``on_sphere``). :meth:`layers` iterates the map, :meth:`solve` integrates the
-    flow; :meth:`tokens` and :meth:`radius` read tokens x = z/|z| and radii |z| off the stream.
+    Subclasses implement :meth:`layer`, :meth:`vector_field` and :meth:`step_map` (how a field
+    is cut into the sublayers one layer applies) and say whether the stream stays on the sphere
+    (``on_sphere``), and :meth:`speed_factor`, the s_i of θ̇_i = (1/s_i) P^⊥_{θ_i} A_i
+    (arXiv:2512.01868 eq. (7)) that the flow gives the tokens θ = z/|z|; schemes with one
+    sublayer per layer derive from
+    :class:`AbstractOneSublayerScheme`, which implements :meth:`step_map`. :meth:`layers`
+    iterates the map, :meth:`solve` integrates the flow; :meth:`tokens` and :meth:`radius` read
+    tokens x = z/|z| and radii |z| off the stream.
     """
 
     on_sphere: eqx.AbstractClassVar[bool]
@@ -91,6 +102,36 @@ class AbstractNormalizationScheme(eqx.Module):
         self, sublayer: Callable, t, z: Float[Array, "n d"], args=None
     ) -> Float[Array, "n d"]:
         """ż, the limit (z_{k+1} − z_k)/h as h → 0."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def step_map(self, field, sublayer: Callable, step, args) -> Callable:
+        """The layer map t, z ↦ z' of this scheme for ``field``: ``sublayer(part)`` makes the
+        update g of a part of the field (its residual output, or the part itself when
+        projected), and :meth:`layer` applies the updates with the step h."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def speed_factor(
+        self, t, z: Float[Array, "n d"], output: Float[Array, "n d"]
+    ) -> Float[Array, " n"]:
+        r"""The speed factors s_i of normalisation as speed regulation (Karagodin, Ge,
+        Polyanskiy, Rigollet, arXiv:2510.22026; Rigollet, arXiv:2512.01868 §6.2 eq. (7)):
+        along :meth:`vector_field` the tokens θ_i = z_i/|z_i| move as
+
+            θ̇_i = (1/s_i) P^⊥_{θ_i} A_i,
+
+        where A_i = ``output[i]`` is the sublayer output the scheme reads (at the tokens θ;
+        :class:`ResidualOnly` reads it at the stream z).
+
+        Args:
+            t: the time (layer).
+            z: (n, d) residual stream (the tokens themselves for on-sphere schemes).
+            output: (n, d) sublayer output A.
+
+        Returns:
+            (n,) speed factors s_i > 0.
+        """
         raise NotImplementedError
 
     def tokens(self, z: Float[Array, "*batch n d"]) -> Float[Array, "*batch n d"]:
@@ -162,18 +203,22 @@ class AbstractNormalizationScheme(eqx.Module):
 
 @eqx.filter_jit
 def _iterate(scheme, sublayer, z0, num_layers, step, args, t0):
-    # The sublayer is called as given (it already is the update g): projected=True.
-    return layers(sublayer, z0, num_layers, step, scheme=scheme, args=args, t0=t0, projected=True)
+    # The sublayer is called as given (it already is the update g).
+    z0, num_layers, step, t0 = check_layer_arguments(
+        z0, num_layers, step, t0, unit=scheme.on_sphere
+    )
+    update = scheme.step_map(sublayer, lambda part: part, step, args)
+    return scan_layers(update, z0, num_layers, step, t0)
 
 
-def step_map(scheme, field, sublayer: Callable, step, args) -> Callable:
-    """The layer map t, z ↦ z' of ``scheme`` for ``field`` (``sublayer(part)`` makes the update g
-    of a field part): one sublayer, or for :class:`LieTrotter` one per part, in turn."""
-    if isinstance(scheme, LieTrotter):
-        parts = tuple(sublayer(part) for part in _split(field))
-        return lambda t, z: scheme.layer(parts, t, z, _step_for(step, z), args)
-    g = sublayer(field)
-    return lambda t, z: scheme.layer(g, t, z, _step_for(step, z), args)
+class AbstractOneSublayerScheme(AbstractNormalizationScheme):
+    """A scheme whose layer applies one sublayer g, the update of the whole field: it
+    implements :meth:`step_map`, so a new scheme of this kind implements :meth:`layer`,
+    :meth:`vector_field`, :meth:`speed_factor` and ``on_sphere`` only."""
+
+    def step_map(self, field, sublayer: Callable, step, args) -> Callable:
+        g = sublayer(field)
+        return lambda t, z: self.layer(g, t, z, _step_for(step, z), args)
 
 
 def _step_for(step, z):
@@ -200,7 +245,7 @@ def _split(field) -> tuple:
     )
 
 
-class PostLN(AbstractNormalizationScheme):
+class PostLN(AbstractOneSublayerScheme):
     """Post-LN, the paper's scheme (docs/maths.md §1.12): z ← N(z + h g(z)); flow ż = P^⊥_z g(z).
 
     The stream is the tokens themselves (on the sphere). With g = attention output this is
@@ -216,6 +261,10 @@ class PostLN(AbstractNormalizationScheme):
 
     on_sphere = True
 
+    def speed_factor(self, t, z, output):
+        """s_i = 1 (the tokens move at the speed of the attention itself)."""
+        return jnp.ones(z.shape[:-1], z.dtype)
+
     def layer(self, sublayer, t, z, step, args=None):
         return normalize(z + step * sublayer(t, z, args))
 
@@ -223,7 +272,7 @@ class PostLN(AbstractNormalizationScheme):
         return project_tangent(z, sublayer(t, z, args))
 
 
-class PreLN(AbstractNormalizationScheme):
+class PreLN(AbstractOneSublayerScheme):
     """Pre-LN: z ← z + h g(N(z)); flow ż = g(z/|z|). The stream is unnormalised.
 
     Tokens are z/|z|; the radius r = |z| obeys ṙ_i = ⟨x_i, g_i(x)⟩ (for attention with V = I
@@ -239,6 +288,10 @@ class PreLN(AbstractNormalizationScheme):
 
     on_sphere = False
 
+    def speed_factor(self, t, z, output):
+        """s_i = r_i = |z_i| (the radius grows, ṙ_i = ⟨θ_i, A_i⟩, and slows the tokens)."""
+        return jnp.linalg.norm(z, axis=-1)
+
     def layer(self, sublayer, t, z, step, args=None):
         return z + step * sublayer(t, normalize(z), args)
 
@@ -246,7 +299,7 @@ class PreLN(AbstractNormalizationScheme):
         return sublayer(t, normalize(z), args)
 
 
-class PeriLN(AbstractNormalizationScheme):
+class PeriLN(AbstractOneSublayerScheme):
     """Peri-LN: normalise both the block input and its output, z ← z + h N(g(N(z)));
     flow ż = N(g(z/|z|)). The stream is unnormalised and each radius grows at speed ≤ 1.
 
@@ -260,6 +313,10 @@ class PeriLN(AbstractNormalizationScheme):
 
     on_sphere = False
 
+    def speed_factor(self, t, z, output):
+        """s_i = r_i |A_i| (the output is normalised before it is added; ṙ_i ≤ 1)."""
+        return jnp.linalg.norm(z, axis=-1) * jnp.linalg.norm(output, axis=-1)
+
     def layer(self, sublayer, t, z, step, args=None):
         return z + step * normalize(sublayer(t, normalize(z), args))
 
@@ -267,7 +324,7 @@ class PeriLN(AbstractNormalizationScheme):
         return normalize(sublayer(t, normalize(z), args))
 
 
-class NGPT(AbstractNormalizationScheme):
+class NGPT(AbstractOneSublayerScheme):
     """nGPT's normalised step: z ← N(z + h·rate ⊙ (N(g(z)) − z)) on the sphere, α = h·rate.
 
     Flow: ż = P^⊥_z (rate ⊙ (N(g(z)) − z)); with a scalar rate this is rate·P^⊥_z N(g(z)),
@@ -307,6 +364,13 @@ class NGPT(AbstractNormalizationScheme):
             )
         return rate[None, :]
 
+    def speed_factor(self, t, z, output):
+        """s_i = |A_i|/rate for a scalar rate (each token moves at speed ≤ rate). A vector rate
+        is not of the form of eq. (7) (it rotates the direction of A) and is refused."""
+        if self.rate.ndim != 0:
+            expected("rate", "a scalar rate (eq. (7) needs one speed per token)", self.rate)
+        return jnp.linalg.norm(output, axis=-1) / self.rate.astype(z.dtype)
+
     def layer(self, sublayer, t, z, step, args=None):
         return normalize(z + step * self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
@@ -314,7 +378,7 @@ class NGPT(AbstractNormalizationScheme):
         return project_tangent(z, self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
 
-class ResidualOnly(AbstractNormalizationScheme):
+class ResidualOnly(AbstractOneSublayerScheme):
     """No normalisation: z ← z + h g(z), explicit Euler on R^{n×d}; flow ż = g(z).
 
     The residual network of pure self-attention (paper (9.1), (9.3)–(9.5)):
@@ -330,6 +394,12 @@ class ResidualOnly(AbstractNormalizationScheme):
     """
 
     on_sphere = False
+
+    def speed_factor(self, t, z, output):
+        """s_i = r_i = |z_i|, with A read at the stream z, not at the tokens (no normalisation:
+        for attention the logits see r_i r_j⟨θ_i, θ_j⟩, an inverse temperature that grows
+        with the radii)."""
+        return jnp.linalg.norm(z, axis=-1)
 
     def layer(self, sublayer, t, z, step, args=None):
         return z + step * sublayer(t, z, args)
@@ -357,6 +427,14 @@ class LieTrotter(AbstractNormalizationScheme):
 
     on_sphere = True
 
+    def step_map(self, field, sublayer: Callable, step, args) -> Callable:
+        parts = tuple(sublayer(part) for part in _split(field))
+        return lambda t, z: self.layer(parts, t, z, _step_for(step, z), args)
+
+    def speed_factor(self, t, z, output):
+        """s_i = 1, with A the sum of the sublayer outputs (the flow is post-LN's of the sum)."""
+        return jnp.ones(z.shape[:-1], z.dtype)
+
     def layer(self, sublayer, t, z, step, args=None):
         for g in sublayer:
             z = normalize(z + step * g(t, z, args))
@@ -366,14 +444,113 @@ class LieTrotter(AbstractNormalizationScheme):
         return sum(project_tangent(z, g(t, z, args)) for g in sublayer)
 
 
+class MixLN(AbstractOneSublayerScheme):
+    """Mix-LN (Li, Yin, Liu, arXiv:2412.13795), as idealised in arXiv:2510.22026: post-LN for
+    the layers before ``switch_time``, pre-LN after it,
+
+        z ← |z| N(z/|z| + h g(z/|z|))  (t < t*),      z ← z + h g(N(z))  (t ≥ t*);
+
+    flow ż = |z| P^⊥_θ g(θ) then ż = g(θ). Speed factor s_i = 1 before t*, r_i after
+    (arXiv:2512.01868 eq. (7)). The post-LN phase keeps each radius (from tokens on the
+    sphere, r = 1 until t*), so the stream is the pre-LN one started at t* from the post-LN
+    tokens. Li et al. give the first ⌊αL⌋ of L layers post-LN with α = 0.25: t* = αT for a
+    depth T.
+
+    Args:
+        switch_time: t* ≥ 0, the time (layer × step) of the first pre-LN layer; default 2.5
+            (α = 0.25 of the survey's Fig. 4 horizon T = 10).
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 5, 3)
+        >>> zs = af.MixLN(0.3).layers(af.AttentionSublayer(af.SelfAttention(1.0)), x0, 6, 0.1)
+        >>> r = af.MixLN(0.3).radius(zs)
+        >>> bool(abs(r[:4] - 1).max() < 1e-6), bool((r[-1] > 1).all())
+        (True, True)
+    """
+
+    switch_time: float = 2.5
+    on_sphere = False
+
+    def __check_init__(self):
+        value = check_finite_scalar(self.switch_time, "switch_time")
+        if not is_traced(value) and float(value) < 0:
+            expected("switch_time", "a time t* >= 0", float(value))
+
+    def _post(self, t):
+        return jnp.asarray(t) < self.switch_time
+
+    def speed_factor(self, t, z, output):
+        """s_i = 1 before ``switch_time`` (post-LN), r_i = |z_i| after (pre-LN)."""
+        r = jnp.linalg.norm(z, axis=-1)
+        return jnp.where(self._post(t), jnp.ones_like(r), r)
+
+    def layer(self, sublayer, t, z, step, args=None):
+        r = jnp.linalg.norm(z, axis=-1, keepdims=True)
+        x = normalize(z)
+        g = sublayer(t, x, args)
+        return jnp.where(self._post(t), r * normalize(x + step * g), z + step * g)
+
+    def vector_field(self, sublayer, t, z, args=None):
+        r = jnp.linalg.norm(z, axis=-1, keepdims=True)
+        x = normalize(z)
+        g = sublayer(t, x, args)
+        return jnp.where(self._post(t), r * project_tangent(x, g), g)
+
+
+class SqrtScaling(AbstractOneSublayerScheme):
+    """Pre-LN with the layer's update scaled by 1/√ℓ ("sqrt-scaling" of arXiv:2510.22026 and of
+    the survey's Fig. 4; LayerNorm-Scaling, Sun et al. arXiv:2502.05795), layer ℓ = t + offset:
+
+        z ← z + h g(N(z))/√(t + offset);      flow ż = g(z/|z|)/√(t + offset).
+
+    Speed factor s_i = r_i √(t + offset) (arXiv:2512.01868 eq. (7)); ṙ_i = ⟨θ_i, A_i⟩/√(t +
+    offset), so r grows like √t and s like t once the tokens agree. Convention: with one
+    layer per unit time (h = 1) layer k = 0, 1, … is scaled by 1/√(k + 1), the 1/√ℓ of
+    LayerNorm-Scaling for ℓ = 1, 2, …; Sun et al. scale the normalised *input* of the block,
+    which for attention also divides β by ℓ; the speed-regulation reading scales the update.
+
+    Args:
+        offset: the layer index at t = 0 (> 0); default 1.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> z0 = jnp.array([[1.0, 0.0]])  # one token: r_{k+1} = r_k + h/√(t_k + 1)
+        >>> zs = af.SqrtScaling().layers(af.AttentionSublayer(af.SelfAttention(1.0)), z0, 2, 3.0)
+        >>> af.SqrtScaling().radius(zs)[:, 0].tolist()
+        [1.0, 4.0, 5.5]
+    """
+
+    offset: float = 1.0
+    on_sphere = False
+
+    def __check_init__(self):
+        check_positive_scalar(self.offset, "offset", what="layer offset")
+
+    def _scale(self, t, z):
+        return jax.lax.rsqrt(jnp.asarray(t + self.offset, z.dtype))
+
+    def speed_factor(self, t, z, output):
+        """s_i = r_i √(t + offset)."""
+        return jnp.linalg.norm(z, axis=-1) / self._scale(t, z)
+
+    def layer(self, sublayer, t, z, step, args=None):
+        return z + step * self._scale(t, z) * sublayer(t, normalize(z), args)
+
+    def vector_field(self, sublayer, t, z, args=None):
+        return self._scale(t, z) * sublayer(t, normalize(z), args)
+
+
 __all__ = [
     "AbstractNormalizationScheme",
+    "AbstractOneSublayerScheme",
     "AttentionSublayer",
     "LieTrotter",
+    "MixLN",
     "NGPT",
     "PeriLN",
     "PostLN",
     "PreLN",
     "ResidualOnly",
-    "step_map",
+    "SqrtScaling",
 ]
