@@ -35,7 +35,7 @@ from .._check import (
     is_traced,
 )
 from .._energy import AbstractEnergy, default_weights
-from ._base import AbstractAttention
+from ._base import AbstractAttention, hyperparameter
 from ._self_attention import SelfAttention
 
 
@@ -264,13 +264,15 @@ class SinkhornEnergy(AbstractEnergy):
         True
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     A: Float[Array, "d d"] | None
     iterations: int = eqx.field(static=True)
     tolerance: float | None = eqx.field(static=True)
 
     def __init__(self, beta, A=None, *, iterations: int = 10_000, tolerance: float | None = None):
-        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        # A number is a hyperparameter (fixed under training), an array a parameter
+        # (docs/conventions.md, "Which parameters are trained").
+        self.beta = hyperparameter(check_beta(beta, positive=True))
         if A is not None:
             check_matrix(A, "A", "(d, d)")
             check_symmetric(
