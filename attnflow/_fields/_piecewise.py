@@ -81,8 +81,11 @@ class PiecewiseConstant(AbstractField):
     an array to train it.
 
     The field is differentiable (reverse and forward mode) with respect to every array in every
-    piece. It is *not* differentiable with respect to the switching times (the piece index is an
-    integer). :func:`attnflow.solve` reads :attr:`jump_times` and tells the adaptive step-size
+    piece. It is *not* differentiable with respect to the switching times: their gradient is
+    zero by construction (``stop_gradient``; the piece index is an integer, and the solver's
+    steps to each switch would otherwise leak a discretisation-error gradient, which Adam
+    normalises into a step of the learning rate), so the training recipe leaves them in place.
+    :func:`attnflow.solve` reads :attr:`jump_times` and tells the adaptive step-size
     controller to step exactly to each discontinuity (diffrax ``jump_ts``), which keeps the
     solver's error estimate honest across switches.
 
@@ -158,7 +161,7 @@ class PiecewiseConstant(AbstractField):
         where it is the lower rounding boundary of s_k, so that the solver's steps to just
         before and just after each jump see the old and the new piece.
         """
-        s = self.switch_times
+        s = jax.lax.stop_gradient(self.switch_times)  # not differentiated (class docstring)
         default = jnp.dtype(jnp.result_type(float))
         # The wider of the two (an explicit promotion: strict dtype promotion refuses one).
         wide = s.dtype if jnp.finfo(s.dtype).bits >= jnp.finfo(default).bits else default
@@ -185,7 +188,7 @@ class PiecewiseConstant(AbstractField):
             [0, 1, 1]
         """
         t = jnp.asarray(t)
-        switch_times = self.switch_times
+        switch_times = jax.lax.stop_gradient(self.switch_times)
         dtype = switch_times.dtype
         if jnp.issubdtype(t.dtype, jnp.floating) and jnp.finfo(t.dtype).eps > jnp.finfo(dtype).eps:
             dtype = t.dtype
