@@ -180,7 +180,8 @@ class SinkhornAttention(AbstractAttention):
 
     Args:
         beta: inverse temperature β ≥ 0 (scalar); ε = 1/β is the entropic regularisation.
-        Q, K: (k, d) query and key matrices; V: (d, d) value matrix (identity when omitted).
+        Q, K: (k, d) query and key matrices (identity when omitted).
+        V: (d, d) value matrix (identity when omitted).
         iterations: maximum number of solver iterations (Sinkhorn sweep or Newton step, see
             :func:`sinkhorn_potentials`; 3–7 typically suffice). Reaching it without meeting
             ``tolerance`` raises an error (also under ``jit``) rather than return a matrix

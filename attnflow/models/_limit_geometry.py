@@ -314,7 +314,9 @@ def limit_geometry(z, V, *, Q=None, K=None, beta=1.0, t=None, tol=1e-3) -> Limit
     Args:
         z: (n, d) rescaled tokens z = e^{−tV}x, or a trajectory (T, n, d) (its last entry is
             used).
-        V: (d, d) value matrix; Q, K: (k, d) (identity when omitted); beta: β.
+        V: (d, d) value matrix.
+        Q, K: (k, d) (identity when omitted).
+        beta: β.
         t: the time of z. When given, the attention matrix is that of (9.3), evaluated at
             x = e^{tV} z; when omitted, it is evaluated at z itself ((9.4)).
         tol: relative tolerance (times the diameter of z) for "on a vertex" and for splitting
