@@ -5,9 +5,12 @@ import pathlib
 import re
 import subprocess
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # subprocesses that start JAX and compile: tens of seconds
 def test_device_check_runs_on_the_cpu():
     out = subprocess.run(
         ["bash", str(ROOT / "benchmarks" / "device_check.sh"), "--cpu"],

@@ -47,6 +47,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # subprocesses that start JAX and compile: tens of seconds
 def test_two_processes_equal_one_process(tmp_path):
     if not jax.config.jax_enable_x64:
         pytest.skip("float64 comparison")
