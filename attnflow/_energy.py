@@ -92,11 +92,15 @@ class InteractionEnergy(AbstractEnergy):
         0.92957
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     A: Float[Array, "d d"] | None = None
 
     def __init__(self, beta, A=None):
-        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        # A number is a hyperparameter (fixed under training), an array a parameter
+        # (docs/conventions.md, "Which parameters are trained").
+        from ._fields._base import hyperparameter  # here: _fields imports this module
+
+        self.beta = hyperparameter(check_beta(beta, positive=True))
         self.A = check_form(A, "the interaction energy")
 
     def _similarity(self, x):

@@ -9,6 +9,7 @@ from jaxtyping import Array, Float
 
 from ._check import check_beta, check_weights, expected
 from ._energy import AbstractEnergy, check_energy_input, check_form, default_weights
+from ._fields._base import hyperparameter
 from ._sphere import project_tangent
 
 
@@ -71,13 +72,15 @@ class AttentionMetric(AbstractMetric):
         (2,)
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     A: Float[Array, "d d"] | None = None
 
     rescales_with_energy = True
 
     def __init__(self, beta, A=None):
-        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        # A number is a hyperparameter (fixed under training), an array a parameter
+        # (docs/conventions.md, "Which parameters are trained").
+        self.beta = hyperparameter(check_beta(beta, positive=True))
         self.A = check_form(A, "the attention metric")
 
     def scaled_factors(self, x, weights, log_shift):

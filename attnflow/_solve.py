@@ -315,8 +315,8 @@ def solve(
     t0=0.0,
     ts=None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-9,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0=None,
     max_steps: int | None | Literal["auto"] = "auto",
     adjoint: diffrax.AbstractAdjoint | None = None,
@@ -355,10 +355,12 @@ def solve(
             (len(ts), n, d). Without ``ts`` (and without ``saveat``) only t1 is saved:
             ``sol.ys`` has shape (1, n, d). Shorthand for ``saveat=diffrax.SaveAt(ts=ts)``.
         solver: any diffrax solver; default ``Tsit5()`` (order 5) with a PID controller.
-        rtol: relative tolerance of the default PID controller, finite and > 0. Float32
-            tokens get rtol ≥ 1e-5, the tightest float32 can honour.
-        atol: absolute tolerance of the default PID controller, finite and > 0. Float32
-            tokens get atol ≥ 1e-6.
+        rtol: relative tolerance of the default PID controller, finite and > 0 (default
+            1e-6). Float32 tokens get rtol ≥ 1e-5, the tightest float32 can honour. With a
+            ``stepsize_controller`` the tolerances are the controller's: giving ``rtol`` or
+            ``atol`` too warns that they are ignored.
+        atol: absolute tolerance of the default PID controller, finite and > 0 (default
+            1e-9). Float32 tokens get atol ≥ 1e-6.
         dt0: initial step, finite and non-zero with the sign of t1 − t0; ``None`` lets
             diffrax choose it.
         max_steps: diffrax's step cap, a positive integer or ``None`` (no cap; needs an
@@ -443,6 +445,19 @@ def solve(
         >>> grads.Q.shape
         (3, 3)
     """
+    if stepsize_controller is not None and (rtol is not None or atol is not None):
+        import warnings
+
+        given = " and ".join(name for name, v in (("rtol", rtol), ("atol", atol)) if v is not None)
+        warnings.warn(
+            f"{given}: ignored, because stepsize_controller={type(stepsize_controller).__name__}"
+            "(...) is given; set the tolerances on the controller (e.g. "
+            "diffrax.PIDController(rtol=..., atol=...))",
+            UserWarning,
+            stacklevel=2,
+        )
+    rtol = 1e-6 if rtol is None else rtol
+    atol = 1e-9 if atol is None else atol
     return integrate(
         field,
         check_tokens(x0, "x0"),

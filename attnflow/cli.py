@@ -32,8 +32,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _plain(text: str) -> str:
+    """Help text for a terminal: the docstrings' reStructuredText literals without backticks."""
+    return text.replace("``", "")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="attnflow", description=__doc__.splitlines()[0])
+    from attnflow import __version__
+
+    parser = _Parser(prog="attnflow", description=_plain(__doc__.splitlines()[0]))
+    parser.add_argument("--version", action="version", version=f"attnflow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)

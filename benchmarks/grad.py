@@ -280,6 +280,13 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--steps", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
     parser.add_argument("--slots", type=int, nargs="+", default=[16, 24, 32, 64, 128])
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=["one", "slots", "backsolve", "two"],
+        choices=["one", "slots", "backsolve", "two"],
+        help="which parts to run (default all)",
+    )
     args = parser.parse_args()
     dtype = jnp.dtype(args.dtype)
     rtol, atol = (1e-5, 1e-6) if dtype == jnp.float32 else (1e-8, 1e-10)
@@ -287,10 +294,14 @@ def main():
         f"jax {jax.__version__}, diffrax {diffrax.__version__}, {platform.processor() or '?'}, "
         f"{jax.devices()[0].platform}, {jax.device_count()} device(s)"
     )
-    part_one(args.n, args.d, dtype, args.repeats, rtol, atol)
-    slot_sweep(args.n, args.d, dtype, args.repeats, rtol, atol, args.slots)
-    backsolve_accuracy(args.n, args.d, [1.0, 3.0, 10.0])
-    part_two(args.n, args.d, dtype, args.steps)
+    if "one" in args.parts:
+        part_one(args.n, args.d, dtype, args.repeats, rtol, atol)
+    if "slots" in args.parts:
+        slot_sweep(args.n, args.d, dtype, args.repeats, rtol, atol, args.slots)
+    if "backsolve" in args.parts:
+        backsolve_accuracy(args.n, args.d, [1.0, 3.0, 10.0])
+    if "two" in args.parts:
+        part_two(args.n, args.d, dtype, args.steps)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ backend does (figures are closed after each cell). ``OUT_DIR/outputs.json`` list
 run: the traceback is printed and the exit status is 1.
 
 The documentation hooks (``docs/_hooks.py``) run this in a subprocess per notebook, so that
-each notebook gets a fresh JAX and its memory is returned when it ends.
+each notebook gets a fresh JAX and its memory is returned when it ends. ``OUT_DIR/modules.json``
+lists the attnflow source files the notebook imported, with their hashes (the cache key).
 """
 
 import contextlib
@@ -84,8 +85,24 @@ def execute(notebook: Path, out: Path) -> list[dict]:
             records.append({"cell": index, "stdout": buffer.getvalue(), "images": images})
     finally:
         plt.close, plt.show = original_close, original_show
+    # The attnflow modules the notebook used, with their hashes: the docs cache reruns the
+    # notebook only when one of these (or the notebook) changes, not at every edit of attnflow.
+    package = Path(__file__).resolve().parent.parent / "attnflow"
+    used = {}
+    for module in list(sys.modules.values()):
+        source = getattr(module, "__file__", None)
+        if source and Path(source).resolve().is_relative_to(package) and source.endswith(".py"):
+            path = Path(source).resolve()
+            used[str(path.relative_to(package.parent))] = file_hash(path)
+    (out / "modules.json").write_text(json.dumps(dict(sorted(used.items())), indent=1))
     (out / "outputs.json").write_text(json.dumps(records, indent=1))
     return records
+
+
+def file_hash(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 if __name__ == "__main__":

@@ -35,9 +35,12 @@ def _public_identifier(name: str) -> str | None:
     if parts[0] in ("theory", "plot") and len(parts) == 2:
         module = importlib.import_module(f"attnflow.{parts[0]}")
         parts = parts[1:]
-    if len(parts) == 1 and not parts[0].startswith("_") and hasattr(module, parts[0]):
-        return f"{module.__name__}.{parts[0]}"
-    return None
+    if len(parts) != 1 or parts[0].startswith("_"):
+        return None
+    public = getattr(module, "__all__", None)
+    if public is not None:  # a lazy namespace: no hasattr, which would warn for moved names
+        return f"{module.__name__}.{parts[0]}" if parts[0] in public else None
+    return f"{module.__name__}.{parts[0]}" if hasattr(module, parts[0]) else None
 
 
 def _role(match: re.Match) -> str:

@@ -3,7 +3,8 @@
 - ``notebooks/*.py`` (jupytext percent scripts) become ``notebooks/NAME.md``: text, code and,
   unless ``ATTNFLOW_DOCS_EXECUTE=0`` (or a list of other notebooks: ``ATTNFLOW_DOCS_EXECUTE=fig3``),
   what each cell printed and drew, from running the notebook
-  (``docs/_execute.py``; at the test size when ``ATTNFLOW_QUICK=1``), with an index page;
+  (``docs/_execute.py``; at the test size unless ``ATTNFLOW_DOCS_FULL=1``; cached per notebook
+  and per attnflow module it imports), with an index page;
 - pictures under ``benchmarks/`` are copied to the site;
 - public names of attnflow, attnflow.theory and attnflow.plot that no page of ``docs/api/``
   documents yet are collected on ``api/more.md`` ("More names"), so that a new name is documented
@@ -20,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jupytext
@@ -105,36 +107,66 @@ def escape_stars(text: str) -> str:
     return "\n".join(lines)
 
 
+def full_size() -> bool:
+    """``ATTNFLOW_DOCS_FULL=1`` executes the notebooks at their default (full) size; otherwise
+    they run at the test size (``ATTNFLOW_QUICK=1``), which builds the site in minutes."""
+    return os.environ.get("ATTNFLOW_DOCS_FULL", "0").strip() == "1"
+
+
 def _source_hash(path: Path, quick: bool) -> str:
-    """A key for the executed outputs of a notebook: its text, attnflow's sources, the size."""
+    """The cache folder's key: the notebook's text and the size. The attnflow modules it used
+    are checked separately (``_cache_valid``), so that an edit to one module reruns only the
+    notebooks that import it."""
     digest = hashlib.sha256(path.read_bytes() + (b"quick" if quick else b"default"))
-    for source in sorted((ROOT / "attnflow").rglob("*.py")):
-        digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 
+def _cache_valid(out: Path) -> bool:
+    """Outputs exist and every attnflow source file the notebook imported is unchanged."""
+    record, modules = out / "outputs.json", out / "modules.json"
+    if not (record.exists() and modules.exists()):
+        return False
+    for name, digest in json.loads(modules.read_text()).items():
+        source = ROOT / name
+        if not source.exists() or hashlib.sha256(source.read_bytes()).hexdigest()[:16] != digest:
+            return False
+    return True
+
+
 def execute_notebook(path: Path) -> tuple[Path, list[dict]]:
-    """Run ``docs/_execute.py`` on a notebook (in a subprocess, at the test size when
-    ``ATTNFLOW_QUICK=1``); outputs are cached under ``ATTNFLOW_DOCS_CACHE`` (default
-    ``.cache/docs-notebooks``) and reused while the notebook and attnflow are unchanged."""
-    quick = os.environ.get("ATTNFLOW_QUICK") == "1"
+    """Run ``docs/_execute.py`` on a notebook (in a subprocess, at the test size unless
+    ``ATTNFLOW_DOCS_FULL=1``); outputs are cached under ``ATTNFLOW_DOCS_CACHE`` (default
+    ``.cache/docs-notebooks``) and reused while the notebook and the attnflow modules it
+    imported are unchanged. Says on stderr which notebook runs and how long it took."""
+    quick = not full_size()
     cache = Path(os.environ.get("ATTNFLOW_DOCS_CACHE", ROOT / ".cache" / "docs-notebooks"))
     out = cache / f"{path.stem}-{_source_hash(path, quick)}"
     record = out / "outputs.json"
-    if not record.exists():
+    size = "test size" if quick else "full size"
+    if _cache_valid(out):
+        print(f"docs: notebooks/{path.name} ({size}): cached", file=sys.stderr, flush=True)
+    else:
         if out.exists():
             shutil.rmtree(out)
+        print(f"docs: notebooks/{path.name} ({size}): executing ...", file=sys.stderr, flush=True)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env.pop("ATTNFLOW_QUICK", None)
+        if quick:
+            env["ATTNFLOW_QUICK"] = "1"
+        start = time.perf_counter()
         result = subprocess.run(
             [sys.executable, str(ROOT / "docs" / "_execute.py"), str(path), str(out)],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=env,
         )
         if result.returncode != 0:
             raise RuntimeError(
                 f"notebooks/{path.name} failed when executed for the site:\n"
                 + (result.stdout + result.stderr)[-4000:]
             )
+        seconds = time.perf_counter() - start
+        print(f"docs: notebooks/{path.name}: done in {seconds:.0f} s", file=sys.stderr, flush=True)
     return out, json.loads(record.read_text())
 
 
@@ -160,10 +192,10 @@ def notebook_markdown(path: Path, outputs: list[dict] | None = None, images: str
     source = f"`notebooks/{path.name}`"
     if outputs is None:
         how = "rendered without outputs"
-    elif os.environ.get("ATTNFLOW_QUICK") == "1":
+    elif not full_size():
         how = "executed at the test size (`ATTNFLOW_QUICK=1`) when this site was built"
     else:
-        how = "executed at its default size when this site was built"
+        how = "executed at its default size (`ATTNFLOW_DOCS_FULL=1`) when this site was built"
     note = (
         f'\n\n!!! note "Source"\n    This page is the jupytext script {source}, {how}. Run it '
         "with `jupytext --to notebook` or as a plain Python script (`ATTNFLOW_QUICK=1` for a "

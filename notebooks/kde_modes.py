@@ -79,6 +79,10 @@ assert table[0].mean() < table[1].mean()  # but a-dependent: no single constant
 # (USA) moves tokens up the gradient of the von Mises density f(θ) = Σ_j e^{β cos(θ − θ_j)},
 # (SA) up that of log f. The plateau count is read where the tokens first form tight clusters
 # no two of which are within about 2β^{-1/2} (see `attnflow.figures.metastable_clusters`).
+# Beside them, Bruno–Pasqualotto–Agazzi's k_max = argmax_k k² I_k(β) (arXiv:2410.23228,
+# Theorem 4.3; `attnflow.theory.metastable_cluster_count`): the number of equally spaced
+# clusters the linearised mean-field equation predicts from the uniform measure (n → ∞). At
+# finite n the first plateau follows the KDE modes of the sample, which fluctuate around it.
 
 # %%
 params = dict(metastable_clusters.PRESETS["quick" if QUICK else "default"])
@@ -89,7 +93,8 @@ for k, b in enumerate(data["betas"]):
     sa = f", SA plateau {data['sa'][k].mean():5.2f}" if "sa" in data else ""
     print(
         f"β = {b:5.1f}: KDE modes {data['kde_modes'][k].mean():5.2f}, "
-        f"USA plateau {data['usa'][k].mean():5.2f}{sa}, √(β log β) = {np.sqrt(b * np.log(b)):5.2f}"
+        f"USA plateau {data['usa'][k].mean():5.2f}{sa}, √(β log β) = {np.sqrt(b * np.log(b)):5.2f}, "
+        f"BPA k_max {data['bpa_kmax'][k]}"
     )
 # The clusters are those of the density estimate to within about one cluster per realisation.
 assert np.mean(np.abs(data["usa"] - data["kde_modes"])) <= 1.0

@@ -63,6 +63,15 @@ def test_metastable_clusters_reference_and_colours():
     np.testing.assert_allclose(y, af.theory.uniform_circle_mode_count(x))
     assert not np.allclose(y, np.sqrt(x * np.log(x)), rtol=0.05)
 
+    # BPA's k_max beside the counts: the dotted step is argmax_k k² I_k(β) (scipy, brute force).
+    from scipy.special import iv
+
+    (bpa,) = [line for line in left.get_lines() if line.get_linestyle() == ":"]
+    k = np.arange(1, 40)
+    for b, kmax in zip(bpa.get_xdata(), bpa.get_ydata(), strict=True):
+        assert kmax == 1 + np.argmax(k**2 * iv(k, b))
+    assert "k_max" in bpa.get_label()
+
     on_right = {
         line.get_label(): to_rgba(line.get_color())
         for line in right.get_lines()

@@ -116,8 +116,9 @@ def test_first_plateau_rule():
 
 
 def test_band_fraction_against_brute_force_modes():
-    # arXiv:2412.09080: almost all modes have t² ∈ [2 log n − 3 log β, 2 log n − log β] for
-    # n^c ≲ β ≲ n^{2−c}; at β = n = 1000 the brute-force modes put most of them there.
+    # The band t² ∈ [2 log n − 3 log β, 2 log n − log β] (read off the proof of arXiv:2412.09080);
+    # at β = n = 1000 the brute-force modes put 0.75–0.95 of them there (the docstring's
+    # measured 0.84–0.87 on average), not "almost all".
     n, beta = 1000, 1000.0
     samples = np.random.default_rng(5).standard_normal((2, n))
     fractions = af.measures.kde_band_fraction(samples, beta)
@@ -129,4 +130,12 @@ def test_band_fraction_against_brute_force_modes():
         modes = grid[1:-1][(f[1:-1] > f[:-2]) & (f[1:-1] >= f[2:])]
         expected = np.mean((modes**2 >= lo) & (modes**2 <= hi))
         assert fraction == pytest.approx(expected, abs=1e-12)
-        assert fraction > 0.75
+        assert 0.75 < fraction < 0.95
+
+
+def test_band_fraction_at_the_low_end_is_at_most_half():
+    # β = √n (the lower end of n^c ≲ β): the docstring's measured "at most half" at finite n.
+    n = 300
+    samples = np.random.default_rng(6).standard_normal((8, n))
+    fractions = af.measures.kde_band_fraction(samples, np.sqrt(n))
+    assert np.nanmax(fractions) <= 0.5 and np.nanmean(fractions) < 0.4

@@ -293,3 +293,62 @@ def test_notebook_runs_quick(monkeypatch):
     assert ns["paranormal_distance"] < 1e-3
     assert ns["boolean_distance"] < 1e-6 and ns["general_rows"] <= 1
     assert ns["rotation_levels"] > 3
+
+
+# --- Basis independence of the simple-eigenvalue test (issue #34) --------------------------------
+
+_JORDAN_TOP = {  # a Jordan block at the top eigenvalue 2: never simple, whatever the basis
+    "J2": np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.5]]),
+    "J3": np.array([[2.0, 1.0, 0, 0], [0, 2.0, 1.0, 0], [0, 0, 2.0, 0], [0, 0, 0, 0.5]]),
+    "J2_far": np.array([[2.0, 100.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.5]]),
+}
+
+
+def _rotations(d, count, seed):
+    import scipy.stats
+
+    return scipy.stats.ortho_group.rvs(d, size=count, random_state=seed)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(_JORDAN_TOP))
+def test_jordan_block_is_not_simple_in_any_basis(name, dtype):
+    """V = R J Oᵀ with a Jordan block at λ₁ = 2: the algebraic multiplicity of λ₁ is 2 or 3 in
+    every basis, so neither the good triple nor the hyperplane condition nor paranormality
+    holds (the old fixed tolerance said "simple" in about a quarter of the rotations)."""
+    J = _JORDAN_TOP[name]
+    for R in _rotations(J.shape[0], 100, seed=len(name)):
+        V = (R @ J @ R.T).astype(dtype)
+        s = af.models.value_spectrum(V)
+        assert not s.top_simple_positive and not s.hyperplane_condition and not s.paranormal
+
+
+@pytest.mark.parametrize(
+    "dtype, gap", [(np.float64, 1e-4), (np.float64, 0.1), (np.float32, 0.05), (np.float32, 0.5)]
+)
+def test_simple_top_eigenvalue_is_simple_in_every_basis(dtype, gap):
+    """Genuinely simple λ₁ = 2, including nearly defective ones (a unit Jordan coupling to an
+    eigenvalue 2 − gap, eigenvalue condition number ≈ 1/gap): simple and dominant in every
+    rotation, and the computed λ₁ and ψ₁ are those of the construction."""
+    J = np.array([[2.0, 1.0, 0.0], [0.0, 2.0 - gap, 0.0], [0.0, 0.0, 0.5]])
+    for R in _rotations(3, 100, seed=7):
+        V = (R @ J @ R.T).astype(dtype)
+        s = af.models.value_spectrum(V)
+        assert s.top_simple_positive and s.hyperplane_condition, (gap, R)
+        assert s.eigenvalues[0].real == pytest.approx(
+            2.0, abs=1e-4 if dtype == np.float32 else 1e-9
+        )
+        # ψ₁ of J is (1, 1/gap, 0) up to scale: rotated, it is R ψ₁.
+        psi = R @ np.array([1.0, 1.0 / gap, 0.0])
+        cos = abs(s.psi1 @ psi) / (np.linalg.norm(s.psi1) * np.linalg.norm(psi))
+        assert cos == pytest.approx(1.0, abs=1e-3 if dtype == np.float32 else 1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_semisimple_double_top_eigenvalue_is_paranormal_not_simple(dtype):
+    """V = R diag(2, 2, 0.5) Oᵀ: λ₁ = 2 is double but semisimple (paranormal, F of dimension
+    2), and not simple (no good triple), in every basis."""
+    for R in _rotations(3, 100, seed=3):
+        V = (R @ np.diag([2.0, 2.0, 0.5]) @ R.T).astype(dtype)
+        s = af.models.value_spectrum(V)
+        assert s.paranormal and s.C.shape == (3, 2) and not s.top_simple_positive

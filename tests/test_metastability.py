@@ -237,3 +237,21 @@ def test_metastable_cluster_count():
         th.metastable_cluster_count(5.0, 1)
     with pytest.raises(ValueError, match="beta"):
         th.metastable_growth_rates(-1.0)
+
+
+def test_fastest_growing_degree_is_the_brute_force_argmax_and_the_old_name_agrees():
+    import warnings
+
+    from scipy.special import iv
+
+    import attnflow.theory as th
+
+    k = np.arange(1, 60)
+    for d in (2, 3, 5):
+        for beta in (0.5, 3.0, 20.0, 150.0):
+            # ℓ(ℓ+d−2) I_{ℓ+d/2−1}(β), by brute force with scipy's Bessel functions.
+            expected = 1 + int(np.argmax(k * (k + d - 2) * iv(k + d / 2 - 1, beta)))
+            assert th.fastest_growing_degree(beta, d) == expected
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the old name: no warning, same value
+                assert th.metastable_cluster_count(beta, d) == expected

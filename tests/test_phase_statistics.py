@@ -130,7 +130,8 @@ def test_two_identity_heads_run_at_twice_the_speed():
     """Two identical heads double the field: x(t) with H = 2 is x(2t) with one head."""
     kw = dict(n=4, d=4, betas=[1.0, 3.0], realizations=4, rtol=1e-9, atol=1e-11, progress=False)
     s = af.Energy()
-    two = af.phase_diagram(jr.key(2), ts=TS, family=af.FieldFamily(heads=2), statistic=s, **kw)
+    with pytest.warns(UserWarning, match="2 identical heads, i.e. single-head attention at 2×"):
+        two = af.phase_diagram(jr.key(2), ts=TS, family=af.FieldFamily(heads=2), statistic=s, **kw)
     one = af.phase_diagram(jr.key(2), ts=2 * TS, statistic=s, **kw)
     np.testing.assert_allclose(two, one, rtol=1e-7)
 

@@ -61,7 +61,8 @@ def test_vmap_over_a_batch_of_piecewise_fields_equals_a_loop():
 
     batch = eqx.filter_vmap(make)(keys)
     x = af.random_tokens(jr.key(4), N, D)
-    batched = jax.vmap(lambda f: f(0.6, x))(batch)
+    # eqx.filter_vmap: a number β is a hyperparameter (not batched), as in any equinox module.
+    batched = eqx.filter_vmap(lambda f: f(0.6, x))(batch)
     looped = jnp.stack([make(k)(0.6, x) for k in keys])
     np.testing.assert_allclose(batched, looped, rtol=1e-13, atol=1e-14)
 

@@ -7,7 +7,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._check import check_beta, is_traced
-from ._base import AbstractAttention, AttentionScores
+from ._base import AbstractAttention, AttentionScores, hyperparameter
 
 
 class CausalALiBiAttention(AbstractAttention):
@@ -44,17 +44,19 @@ class CausalALiBiAttention(AbstractAttention):
         True
     """
 
-    beta: Float[Array, ""]
-    lam: Float[Array, ""]
+    beta: float | Float[Array, ""]
+    lam: float | Float[Array, ""]
 
     def __init__(self, beta, lam):
-        self.beta = jnp.asarray(check_beta(beta))
+        # Numbers are hyperparameters (fixed under training), arrays parameters: the
+        # convention of every attention field (docs/conventions.md, "Which parameters are trained").
+        self.beta = hyperparameter(check_beta(beta))
         if jnp.ndim(lam) != 0:
             raise ValueError(f"lam: expected a scalar ALiBi slope, got shape {jnp.shape(lam)}")
         check_beta(lam, name="lam")  # a real scalar (not a string or complex)
         if not is_traced(lam) and not (np.isfinite(float(lam)) and float(lam) >= 0):
             raise ValueError(f"lam: expected a finite slope λ >= 0, got {float(lam)}")
-        self.lam = jnp.asarray(lam)
+        self.lam = hyperparameter(lam)
 
     def positional_bias(
         self, n: int, weights: Float[Array, " n"] | None = None, dtype=None

@@ -32,6 +32,33 @@ def _check_switch_times(switch_times):
         raise ValueError(f"switch_times: expected strictly increasing times, got {values}")
 
 
+class _PerPiece(eqx.Module):
+    """Numbers (hyperparameters, e.g. a β given as a Python float) that differ between the
+    pieces of a :class:`PiecewiseConstant`: kept as static data, one per piece, so that
+    ``eqx.partition(field, eqx.is_inexact_array)`` and optax leave them alone, as they leave a
+    number β of an unstacked field (docs/conventions.md, "Which parameters are trained")."""
+
+    values: tuple[float, ...] = eqx.field(static=True)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self.values),)
+
+    def __getitem__(self, k):
+        if isinstance(k, int | np.integer):
+            return self.values[k]
+        return jnp.asarray(self.values)[k]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.values, dtype=dtype)
+
+
+def _stack_numbers(*values):
+    """One number for all pieces stays that number; different ones become a static _PerPiece."""
+    values = tuple(float(v) for v in values)
+    return values[0] if all(v == values[0] for v in values) else _PerPiece(values)
+
+
 class PiecewiseConstant(AbstractField):
     r"""A field whose parameters are constant between switching times: a time-dependent layer stack.
 
@@ -47,9 +74,18 @@ class PiecewiseConstant(AbstractField):
     :meth:`from_attention` (lists of Q, K, V), or directly from a stacked field (e.g. made with
     ``eqx.filter_vmap`` over a constructor).
 
+    Numbers in the pieces (a β given as a Python float) stay numbers: one shared by all pieces is
+    kept as it is, different ones are kept as static per-piece data (``field.beta.values``), so
+    the training recipe of the conventions page (``eqx.partition(field,
+    eqx.is_inexact_array)`` and optax) leaves them fixed, as for an unstacked field; give β as
+    an array to train it.
+
     The field is differentiable (reverse and forward mode) with respect to every array in every
-    piece. It is *not* differentiable with respect to the switching times (the piece index is an
-    integer). :func:`attnflow.solve` reads :attr:`jump_times` and tells the adaptive step-size
+    piece. It is *not* differentiable with respect to the switching times: their gradient is
+    zero by construction (``stop_gradient``; the piece index is an integer, and the solver's
+    steps to each switch would otherwise leak a discretisation-error gradient, which Adam
+    normalises into a step of the learning rate), so the training recipe leaves them in place.
+    :func:`attnflow.solve` reads :attr:`jump_times` and tells the adaptive step-size
     controller to step exactly to each discontinuity (diffrax ``jump_ts``), which keeps the
     solver's error estimate honest across switches.
 
@@ -92,8 +128,16 @@ class PiecewiseConstant(AbstractField):
         _check_switch_times(switch_times)
         num_pieces = _num_pieces_of(switch_times)
         leaves = jax.tree.leaves(eqx.filter(field, eqx.is_array))
-        if not leaves:
+        numbers = jax.tree.leaves(field, is_leaf=lambda x: isinstance(x, _PerPiece))
+        numbers = [leaf for leaf in numbers if isinstance(leaf, _PerPiece)]
+        if not leaves and not numbers:
             raise ValueError("field: has no array leaves to make piecewise constant")
+        for leaf in numbers:
+            if leaf.shape[0] != num_pieces:
+                raise ValueError(
+                    f"field: per-piece numbers must have L = len(switch_times) + 1 = "
+                    f"{num_pieces} values, got {leaf.values}"
+                )
         for leaf in leaves:
             if leaf.ndim == 0 or leaf.shape[0] != num_pieces:
                 raise ValueError(
@@ -117,7 +161,7 @@ class PiecewiseConstant(AbstractField):
         where it is the lower rounding boundary of s_k, so that the solver's steps to just
         before and just after each jump see the old and the new piece.
         """
-        s = self.switch_times
+        s = jax.lax.stop_gradient(self.switch_times)  # not differentiated (class docstring)
         default = jnp.dtype(jnp.result_type(float))
         # The wider of the two (an explicit promotion: strict dtype promotion refuses one).
         wide = s.dtype if jnp.finfo(s.dtype).bits >= jnp.finfo(default).bits else default
@@ -144,7 +188,7 @@ class PiecewiseConstant(AbstractField):
             [0, 1, 1]
         """
         t = jnp.asarray(t)
-        switch_times = self.switch_times
+        switch_times = jax.lax.stop_gradient(self.switch_times)
         dtype = switch_times.dtype
         if jnp.issubdtype(t.dtype, jnp.floating) and jnp.finfo(t.dtype).eps > jnp.finfo(dtype).eps:
             dtype = t.dtype
@@ -152,8 +196,10 @@ class PiecewiseConstant(AbstractField):
 
     def piece(self, k) -> AbstractField:
         """Piece k as an ordinary (unstacked) field; ``k`` may be traced."""
-        dynamic, static = eqx.partition(self.field, eqx.is_array)
-        return eqx.combine(jax.tree.map(lambda leaf: leaf[k], dynamic), static)
+        per_piece = lambda x: eqx.is_array(x) or isinstance(x, _PerPiece)  # noqa: E731
+        dynamic, static = eqx.partition(self.field, per_piece, is_leaf=per_piece)
+        pieces = jax.tree.map(lambda leaf: leaf[k], dynamic, is_leaf=per_piece)
+        return eqx.combine(pieces, static, is_leaf=per_piece)
 
     def __call__(self, t, x, args=None):
         return self.piece(self.piece_index(t))(t, x, args)
@@ -170,8 +216,8 @@ class PiecewiseConstant(AbstractField):
             >>> import attnflow as af
             >>> f = af.PiecewiseConstant.from_fields(
             ...     [af.SelfAttention(1.0), af.SelfAttention(4.0)], switch_times=[1.5])
-            >>> f.field.beta.shape
-            (2,)
+            >>> f.field.beta.values, f.piece(1).beta  # numbers, one per piece: not trained
+            ((1.0, 4.0), 4.0)
         """
         fields = list(fields)
         if not fields:
@@ -182,7 +228,8 @@ class PiecewiseConstant(AbstractField):
                 f"fields: expected len(switch_times) + 1 = {_num_pieces_of(switch_times)} "
                 f"fields, got {len(fields)}"
             )
-        # Scalar hyperparameters (Python floats, e.g. β) may differ per piece: stacked as arrays.
+        # Scalar hyperparameters (Python floats, e.g. β) may differ per piece: kept as numbers
+        # (static data, one per piece; not trained), arrays are stacked.
         stackable = lambda leaf: eqx.is_array(leaf) or isinstance(leaf, float)  # noqa: E731
         dynamic, static = zip(*(eqx.partition(f, stackable) for f in fields), strict=True)
         structure = jax.tree.structure(dynamic[0])
@@ -199,8 +246,14 @@ class PiecewiseConstant(AbstractField):
                     f"fields: piece {k} has array shapes {shapes}, piece 0 has "
                     f"{[jnp.shape(a) for a in jax.tree.leaves(dynamic[0])]}"
                 )
-        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *dynamic)
-        return cls(eqx.combine(stacked, static[0]), switch_times)
+        stacked = jax.tree.map(
+            lambda *leaves: (
+                jnp.stack(leaves) if eqx.is_array(leaves[0]) else _stack_numbers(*leaves)
+            ),
+            *dynamic,
+        )
+        is_number = lambda x: isinstance(x, _PerPiece)  # noqa: E731
+        return cls(eqx.combine(stacked, static[0], is_leaf=is_number), switch_times)
 
     @classmethod
     def from_attention(
@@ -218,7 +271,10 @@ class PiecewiseConstant(AbstractField):
         ``SelfAttention(beta[k], Q[k], K[k], V[k], normalization=…, causal=…)``.
 
         Args:
-            beta: a scalar shared by all pieces, or L values.
+            beta: a scalar shared by all pieces, or L values. Numbers (a Python float or a
+                list of them) are hyperparameters, fixed under training as for every attention
+                field; an array (a JAX scalar or (L,) array) is a parameter, stacked and trained
+                with Q, K, V.
             Q, K: ``None`` (identity), a sequence of L (k, d) matrices or an (L, k, d) array.
             V: ``None`` (identity), a sequence of L (d, d) matrices or an (L, d, d) array.
             switch_times: (L − 1,) strictly increasing times.
@@ -227,8 +283,8 @@ class PiecewiseConstant(AbstractField):
             >>> import jax.numpy as jnp, attnflow as af
             >>> f = af.PiecewiseConstant.from_attention(
             ...     2.0, Q=jnp.ones((3, 2, 4)), K=jnp.ones((3, 2, 4)), switch_times=[1.0, 2.0])
-            >>> f.field.Q.shape, f.field.beta.shape
-            ((3, 2, 4), (3,))
+            >>> f.field.Q.shape, f.field.beta  # a number β: shared and fixed, as in SelfAttention
+            ((3, 2, 4), 2.0)
         """
         switch_times = jnp.asarray(switch_times)
         if jnp.ndim(switch_times) != 1:
@@ -250,6 +306,8 @@ class PiecewiseConstant(AbstractField):
                 )
             return list(value)
 
+        if isinstance(beta, np.ndarray | jax.Array):
+            beta = jnp.asarray(beta)  # an array β: a parameter, each piece's entry an array too
         pieces = zip(
             per_piece("beta", beta, True),
             per_piece("Q", Q, False),

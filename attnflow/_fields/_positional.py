@@ -78,7 +78,8 @@ class PositionalAttention(AbstractAttention):
     Args:
         beta: inverse temperature β ≥ 0.
         bias: (n, n) additive bias; the field then acts on exactly n tokens.
-        Q, K: (k, d); V: (d, d) (identity when omitted).
+        Q, K: (k, d) (identity when omitted).
+        V: (d, d) (identity when omitted).
         normalization: ``"softmax"`` or ``"n"``.
 
     Example:

@@ -35,7 +35,7 @@ from .._check import (
     is_traced,
 )
 from .._energy import AbstractEnergy, default_weights
-from ._base import AbstractAttention
+from ._base import AbstractAttention, hyperparameter
 from ._self_attention import SelfAttention
 
 
@@ -180,7 +180,8 @@ class SinkhornAttention(AbstractAttention):
 
     Args:
         beta: inverse temperature β ≥ 0 (scalar); ε = 1/β is the entropic regularisation.
-        Q, K: (k, d) query and key matrices; V: (d, d) value matrix (identity when omitted).
+        Q, K: (k, d) query and key matrices (identity when omitted).
+        V: (d, d) value matrix (identity when omitted).
         iterations: maximum number of solver iterations (Sinkhorn sweep or Newton step, see
             :func:`sinkhorn_potentials`; 3–7 typically suffice). Reaching it without meeting
             ``tolerance`` raises an error (also under ``jit``) rather than return a matrix
@@ -264,13 +265,15 @@ class SinkhornEnergy(AbstractEnergy):
         True
     """
 
-    beta: Float[Array, ""]
+    beta: float | Float[Array, ""]
     A: Float[Array, "d d"] | None
     iterations: int = eqx.field(static=True)
     tolerance: float | None = eqx.field(static=True)
 
     def __init__(self, beta, A=None, *, iterations: int = 10_000, tolerance: float | None = None):
-        self.beta = jnp.asarray(check_beta(beta, positive=True))
+        # A number is a hyperparameter (fixed under training), an array a parameter
+        # (docs/conventions.md, "Which parameters are trained").
+        self.beta = hyperparameter(check_beta(beta, positive=True))
         if A is not None:
             check_matrix(A, "A", "(d, d)")
             check_symmetric(

@@ -95,6 +95,9 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
         dt0,
         **kwargs,
     ):
+        """Called by ``diffrax.diffeqsolve`` (through :func:`attnflow.solve`), not by users: runs
+        the solve's step loop, storing the linearisation of each accepted step for the
+        backward pass (see the class docstring)."""
         del throw, passed_solver_state, passed_controller_state
         if event is not None:
             raise ValueError(

@@ -135,9 +135,26 @@ def phase_diagram_from_tokens(
     betas, ts, statistic, family, statistics, engine = _check_options(
         betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
+    if Q is None and K is None and V is None:
+        _warn_identical_heads(family)
     return _from_tokens(
         x0, Q, K, V, betas, ts, normalization, reduce, statistic, family, statistics, engine
     )
+
+
+def _warn_identical_heads(family):
+    """H > 1 heads with identity weights are H copies of one head: say so."""
+    if family.heads > 1:
+        import warnings
+
+        warnings.warn(
+            f"family: FieldFamily(heads={family.heads}) with identity Q, K, V (no ensemble) is "
+            f"{family.heads} identical heads, i.e. single-head attention at {family.heads}× "
+            f"speed (P(heads={family.heads}, t) = P(heads=1, {family.heads}t)); pass an "
+            "ensemble (or Q, K, V) to give each head its own weights",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _check_options(
@@ -373,7 +390,8 @@ def phase_diagram(
     Args:
         key: PRNG key.
         n, d: tokens and dimension.
-        betas: 1-d array of β ≥ 0. ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
+        betas: 1-d array of β ≥ 0.
+        ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
         realizations: number of independent systems.
         delta: clustering threshold δ.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
@@ -389,16 +407,18 @@ def phase_diagram(
         family: the attention dynamics, a :class:`FieldFamily` (heads, causal mask,
             normalisation scheme, weights redrawn every ``period``); None is single-head
             (SA)/(USA). With an ensemble, each head and each piece draws its own (B, V).
+            Without one, H heads are H identical identity heads: single-head attention at
+            H× speed (P(heads=H, t) = P(heads=1, H·t)), which warns.
         chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
         beta_block: β values per compiled call.
         slots: systems integrated side by side in a call (memory ∝ slots × n × m).
-    backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
+        backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
         rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
         dtype: float dtype (default: JAX's default float).
         progress: report the systems done (a bar on a terminal, log lines otherwise;
-        compilation is reported as its own phase).
-    statistics: return a :class:`attnflow.PhaseDiagramResult`: P with each
-        system's accepted and rejected steps and the evaluation counts (reduced engines).
+            compilation is reported as its own phase).
+        statistics: return a :class:`attnflow.PhaseDiagramResult`: P with each
+            system's accepted and rejected steps and the evaluation counts (reduced engines).
 
     Returns:
         (len(betas), len(ts)) array (or the result with statistics).
@@ -428,6 +448,8 @@ def phase_diagram(
     betas, ts, statistic, family, statistics, engine = _check_options(
         betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
+    if ensemble is None:
+        _warn_identical_heads(family)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     x0, weights = _sample(key, n, d, R, dtype, ensemble, shared_weights, family, float(ts[-1]))
     Q, K, V = (weights.get(name) for name in ("Q", "K", "V"))

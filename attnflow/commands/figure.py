@@ -16,7 +16,7 @@ def configure(parser):
         action="store_const",
         const="quick",
         dest="preset",
-        help="test-sized run (seconds)",
+        help="test-sized run (about a minute on 2 cores, most of it compilation)",
     )
     size.add_argument(
         "--full", action="store_const", const="full", dest="preset", help="paper resolution"

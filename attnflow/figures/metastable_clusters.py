@@ -13,6 +13,11 @@ metastable. Measured here, for i.i.d. uniform angles and each β:
   plateau is the first save time at which the tokens form tight clusters no two of which are
   within about 2β^{-1/2} (:func:`first_plateau`).
 
+Beside them, the prediction of the linear theory (Bruno, Pasqualotto, Agazzi,
+arXiv:2410.23228, Theorem 4.3): from the uniform measure the fastest-growing Fourier mode is
+k_max = argmax_k k² I_k(β) (:func:`attnflow.theory.metastable_cluster_count`), so k_max equally
+spaced clusters form first in the mean-field limit n → ∞; drawn as a dotted step.
+
 The paper proves E[#modes] = Θ(√(β log β)) for Gaussian samples on the line (no constant); for
 uniform angles on the circle the Rice formula gives the mode count itself,
 :func:`attnflow.theory.uniform_circle_mode_count` (→ √(3β/2)), which the figure draws as the
@@ -119,7 +124,8 @@ def compute(params: dict, seed: int) -> dict:
         jr.uniform(jr.key(seed), (params["realizations"], params["n"]), jnp.float64, 0, 2 * np.pi)
     )
     modes = np.stack([af.measures.kde_mode_count(theta0, b, circular=True) for b in betas])
-    data = {"betas": betas, "theta0": theta0, "kde_modes": modes}
+    kmax = np.array([af.theory.metastable_cluster_count(b) for b in betas])
+    data = {"betas": betas, "theta0": theta0, "kde_modes": modes, "bpa_kmax": kmax}
     for key, normalization in (("usa", "n"), ("sa", "softmax")):
         if key in params.get("models", ("usa", "sa")):
             data[key] = np.stack([plateau_counts(theta0, b, normalization, params) for b in betas])
@@ -161,6 +167,18 @@ def plot(data: dict, params: dict):
         lw=0.8,
         label="Rice formula, uniform angles (→ √(3β/2))",
     )
+    # Bruno–Pasqualotto–Agazzi's k_max: the fastest-growing Fourier mode of the mean-field
+    # equation linearised at the uniform measure (argmax_k k² I_k(β), arXiv:2410.23228 Thm 4.3).
+    fine = np.linspace(betas.min(), betas.max(), 200)
+    axes[0].step(
+        fine,
+        [af.theory.metastable_cluster_count(b) for b in fine],
+        where="post",
+        color="0.3",
+        ls=":",
+        lw=1.2,
+        label="BPA k_max = argmax k² I_k(β) (linear theory)",
+    )
     axes[0].set(
         xlabel="β",
         ylabel="count",
@@ -185,5 +203,6 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
 def _record(data: dict) -> dict:
     return {
         "mean_kde_modes": data["kde_modes"].mean(axis=1).tolist(),
+        **({"bpa_kmax": data["bpa_kmax"].tolist()} if "bpa_kmax" in data else {}),
         **{f"mean_{k}_clusters": data[k].mean(axis=1).tolist() for k in ("usa", "sa") if k in data},
     }

@@ -600,8 +600,10 @@ def minimize_measure_energy(
         newton: try the mirror Newton step (minimisation only).
         tol: stop when s_w ≤ tol (and s_x ≤ tol when particles move); default 1e-8 in
             float64, 1e-5 in float32.
-        max_steps: iteration cap. cg_steps: CG iterations per Newton step.
-        merge_delta: merge threshold. prune: weights below prune · max weight are set to zero
+        max_steps: iteration cap.
+        cg_steps: CG iterations per Newton step.
+        merge_delta: merge threshold.
+        prune: weights below prune · max weight are set to zero
             after each merge.
 
     Returns:

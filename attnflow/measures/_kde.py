@@ -209,11 +209,19 @@ def kde_band_fraction(
 
         2 log n − 3 log β ≤ t² ≤ 2 log n − log β,
 
-    where Geshkovski–Rigollet–Sun (arXiv:2412.09080, Theorem 1 and its proof: the modes
-    concentrate where the expected number of samples per bandwidth n φ(t) β^{-1/2} is between
-    about 1 and β) locate almost all modes for N(0, 1) samples with n^c ≲ β ≲ n^{2−c}.
-    Outside it: isolated samples in the tails (t² > 2 log n − log β) and the smooth bulk
-    (t² < 2 log n − 3 log β), where fluctuations rarely create a mode.
+    the region where the expected number of samples per bandwidth, n φ(t) β^{-1/2}, lies
+    between about 1 and β. It is read off the proof of Geshkovski–Rigollet–Sun's main result
+    (arXiv:2412.09080, §1.1: E[#modes] = Θ(√(β log β)) for N(0, 1) samples, β, n → ∞ with
+    n^c ≲ β ≲ n^{2−c}), whose Kac–Rice estimates put the modes, asymptotically, in such "belts";
+    it is not a statement of the paper with an explicit fraction. Outside it: isolated samples
+    in the tails (t² > 2 log n − log β) and the smooth bulk (t² < 2 log n − 3 log β).
+
+    **What holds at finite n** (measured, 8 sample sets per n, n = 300 … 10⁴, default
+    ``points_per_bandwidth``): at β = n the band holds 0.84–0.87 of the modes on average
+    (0.77–0.93 per sample set); at β = n^{1.5}, 0.72–0.77; at β = √n, the lower end of the
+    range, at most half (mean 0.06 at n = 300 rising to 0.40 at n = 10⁴). Not "almost all":
+    the convergence in n is slow, and the fraction is a diagnostic of where the modes are, not
+    a bound.
 
     Args:
         samples: (..., n) samples; batch dimensions are vectorised.

@@ -55,7 +55,8 @@ def squared_mmd(
     it is not differentiable at μ = ν.
 
     Args:
-        x: (n, d) tokens of μ; y: (m, d) tokens of ν (unit rows).
+        x: (n, d) tokens of μ (unit rows).
+        y: (m, d) tokens of ν (unit rows).
         kappa: kernel concentration κ > 0 (larger resolves finer scales).
         x_weights, y_weights: non-negative weights, normalised to sum to one; default uniform.
 
@@ -101,7 +102,8 @@ def sinkhorn_divergence(
     Requires the optional dependency ott-jax (``pip install attnflow[ot]``).
 
     Args:
-        x: (n, d) tokens of μ; y: (m, d) tokens of ν (unit rows).
+        x: (n, d) tokens of μ (unit rows).
+        y: (m, d) tokens of ν (unit rows).
         epsilon: entropic regularisation ε > 0 (absolute, in units of the cost, which is ≤ 4).
         x_weights, y_weights: non-negative weights, normalised to sum to one; default uniform.
         threshold: Sinkhorn stopping tolerance on the marginal error.

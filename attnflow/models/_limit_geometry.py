@@ -121,6 +121,12 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
         V: (d, d) value matrix.
         Q, K: (k, d) query and key matrices (identity when omitted).
         rtol: relative tolerance (times max(1, ‖V‖)) for equal eigenvalues and zero parts.
+            Eigenvalues are also counted as equal when they are closer than their perturbation
+            bound, 50·(κ_i + κ_j)·eps·‖V‖ with κ the eigenvalue condition numbers and eps that
+            of V's dtype (float32 or float64): a Jordan block is "not simple" in every basis
+            (rounding splits it by about √eps·‖V‖), while a simple eigenvalue at gap g from
+            the others is told apart when g ≳ √(100·eps·‖V‖) (2e-7 in float64 for ‖V‖ = 1,
+            5e-3 in float32).
 
     Example:
         >>> import numpy as np, attnflow as af
@@ -130,28 +136,45 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
         >>> af.models.value_spectrum(np.diag([1.0, -2.0])).top_simple_positive  # |−2| > 1
         False
     """
+    eps = _input_eps(V)
     V = _square(V)
     d = V.shape[0]
     Q, K = _qk(Q, K, d)
     rtol = float(check_tolerance(rtol, "rtol"))
-    tol = rtol * max(1.0, float(np.linalg.norm(V, 2)))
+    norm = float(np.linalg.norm(V, 2))
+    tol = rtol * max(1.0, norm)
     w, vl, vr = scipy.linalg.eig(V, left=True, right=True)
     # Largest modulus first; among equal moduli, the larger real part (λ before −λ, λe^{±iθ}).
     order = np.lexsort((-np.abs(w.imag), -w.real, -np.round(np.abs(w) / tol)))
     w, vl, vr = w[order], vl[:, order], vr[:, order]
+    # Eigenvalue condition numbers κ_j = ‖ψ_j‖‖φ_j‖ / |ψ_jᴴφ_j| (scipy's vectors have unit
+    # norm): a backward error δ = eps·‖V‖ moves a simple λ_j by about κ_j·δ, and splits a
+    # defective one by about δ^{1/m}, which makes its κ_j about δ^{1/m − 1}. Two eigenvalues
+    # closer than _SPLIT·(κ_i + κ_j)·δ cannot be told apart in this basis: they count as one
+    # multiple eigenvalue, whatever the rotation of V (a fixed tolerance does not: rounding
+    # splits a Jordan block by √eps·‖V‖, above rtol·‖V‖ in some bases and not in others).
+    kappa = 1.0 / np.maximum(np.abs(np.sum(np.conj(vl) * vr, axis=0)), np.finfo(float).tiny)
+    delta = eps * max(norm, np.finfo(float).tiny)
+    spread = np.maximum(tol, _SPLIT * (kappa[0] + kappa) * delta)  # (d,) distance from λ₁
     phi, psi = vr[:, 0], vl[:, 0]
     scale = np.vdot(psi, phi)  # ψᴴφ; left eigenvectors from scipy satisfy ψᴴ V = λ ψᴴ
     psi = psi / np.conj(scale)
     phi1, psi1 = phi.real.copy(), psi.real.copy()
     lam1 = w[0]
-    real_positive = abs(lam1.imag) <= tol and lam1.real > tol
-    top = real_positive and (d == 1 or np.abs(w[1]) < lam1.real - tol)
+    cluster = np.abs(w - lam1) <= spread
+    cluster[0] = True
+    real_positive = abs(lam1.imag) <= spread[0] and lam1.real > tol
+    simple = int(cluster.sum()) == 1
+    top = real_positive and simple and bool(np.all(np.abs(w[1:]) < lam1.real - spread[1:]))
     gram = Q.T @ K
     hyper = bool(top and float((Q @ phi1) @ (K @ phi1)) > 0)
     gram_scale = max(1.0, float(np.linalg.norm(gram, 2)))
     gram_symmetric = bool(np.max(np.abs(gram - gram.T), initial=0.0) <= rtol * gram_scale)
     gram_definite = bool(np.linalg.eigvalsh(gram + gram.T).min() > rtol * gram_scale)
-    para, C, H = _paranormal(V, w, float(lam1.real), tol) if real_positive else (False, None, None)
+    lam_mean = float(
+        np.mean(w[cluster].real)
+    )  # a split multiple eigenvalue: its mean is exact to O(δ)
+    para, C, H = _paranormal(V, w, lam_mean, tol, cluster) if real_positive else (False, None, None)
     return ValueSpectrum(
         eigenvalues=w,
         phi1=phi1,
@@ -168,12 +191,27 @@ def value_spectrum(V, Q=None, K=None, *, rtol=1e-8) -> ValueSpectrum:
     )
 
 
-def _paranormal(V, w, lam, tol):
+# How many condition-scaled backward errors apart two eigenvalues must be to count as distinct.
+# Measured (tests/test_limit_geometry.py): a Jordan block at the top eigenvalue, in 300 random
+# orthogonal bases, float32 and float64, splits by at most 8 of them; a simple eigenvalue at gap g
+# from the next one is g²/(2·eps·‖V‖) of them (8.8e5 at g = 1e-5 in float64).
+_SPLIT = 50.0
+
+
+def _input_eps(V) -> float:
+    """Machine epsilon of the precision V was given in (float64 for lists and integers)."""
+    kind = getattr(V, "dtype", None)
+    if kind is not None and np.issubdtype(np.dtype(kind), np.floating):
+        return float(np.finfo(np.dtype(kind)).eps)
+    return float(np.finfo(np.float64).eps)
+
+
+def _paranormal(V, w, lam, tol, cluster):
     """(paranormal, F basis, G basis) for the top-modulus eigenvalue λ > 0 of V (GLPR23,
     Theorem 5.1): λ semisimple, every other eigenvalue of modulus < λ; F = ker(V − λI),
-    G = range(V − λI)."""
+    G = range(V − λI). ``cluster``: the computed eigenvalues that are λ (conditioning-scaled)."""
     d = V.shape[0]
-    same = np.abs(w - lam) <= np.sqrt(tol)
+    same = cluster | (np.abs(w - lam) <= np.sqrt(tol))
     rest = w[~same]
     if rest.size and np.abs(rest).max() >= lam - tol:
         return False, None, None
@@ -276,7 +314,9 @@ def limit_geometry(z, V, *, Q=None, K=None, beta=1.0, t=None, tol=1e-3) -> Limit
     Args:
         z: (n, d) rescaled tokens z = e^{−tV}x, or a trajectory (T, n, d) (its last entry is
             used).
-        V: (d, d) value matrix; Q, K: (k, d) (identity when omitted); beta: β.
+        V: (d, d) value matrix.
+        Q, K: (k, d) (identity when omitted).
+        beta: β.
         t: the time of z. When given, the attention matrix is that of (9.3), evaluated at
             x = e^{tV} z; when omitted, it is evaluated at z itself ((9.4)).
         tol: relative tolerance (times the diameter of z) for "on a vertex" and for splitting

@@ -27,7 +27,8 @@ def phase_diagram_heatmap(
         curve: optional ``(t, beta)`` arrays of a curve to overlay, e.g. Γ_∞,δ as
             ``(attnflow.theory.clustering_time(b, n, δ), b)`` for a fine grid b; points outside
             the plotted t range are clipped by the axes.
-        ax: axes to draw on (a new figure otherwise). path: save the figure there.
+        ax: axes to draw on (a new figure otherwise).
+        path: save the figure there.
         colorbar: add a colour bar for P.
 
     Returns:

