@@ -7,7 +7,6 @@ from many configurations, deduplicates the critical points modulo rotations and 
 and classifies each with :func:`attnflow.classify_critical_point`.
 """
 
-import dataclasses
 import math
 
 import equinox as eqx
@@ -103,8 +102,7 @@ def configuration_signature(x) -> np.ndarray:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class SurveyPoint:
+class SurveyPoint(eqx.Module):
     """One critical point found by :func:`attnflow.landscape.survey_critical_points` (up to
     rotation/permutation).
 
@@ -124,19 +122,19 @@ class SurveyPoint:
     """
 
     x: np.ndarray
-    kind: str
+    kind: str = eqx.field(static=True)
     eigenvalues: np.ndarray
-    num_positive: int
-    num_negative: int
-    num_zero: int
-    orbit_dimension: int
-    energy: float
-    normalized_energy: float
-    num_clusters: int
-    synchronised: bool
-    grad_norm: float
-    source: str
-    hits: int
+    num_positive: int = eqx.field(static=True)
+    num_negative: int = eqx.field(static=True)
+    num_zero: int = eqx.field(static=True)
+    orbit_dimension: int = eqx.field(static=True)
+    energy: float = eqx.field(static=True)
+    normalized_energy: float = eqx.field(static=True)
+    num_clusters: int = eqx.field(static=True)
+    synchronised: bool = eqx.field(static=True)
+    grad_norm: float = eqx.field(static=True)
+    source: str = eqx.field(static=True)
+    hits: int = eqx.field(static=True)
 
     @property
     def is_paper_strict_saddle(self) -> bool:
@@ -154,8 +152,7 @@ class SurveyPoint:
         return self.kind == "degenerate" and self.num_positive == 0 and not self.synchronised
 
 
-@dataclasses.dataclass(frozen=True)
-class LandscapeSurvey:
+class LandscapeSurvey(eqx.Module):
     """The outcome of :func:`attnflow.landscape.survey_critical_points` for one (n, d, β).
 
     Attributes:
@@ -165,11 +162,11 @@ class LandscapeSurvey:
         points: the distinct critical points found, sorted by decreasing energy.
     """
 
-    n: int
-    d: int
-    beta: float
-    num_seeds: int
-    num_converged: int
+    n: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    beta: float = eqx.field(static=True)
+    num_seeds: int = eqx.field(static=True)
+    num_converged: int = eqx.field(static=True)
     points: tuple[SurveyPoint, ...]
 
     @property
