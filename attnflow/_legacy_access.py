@@ -6,9 +6,13 @@ old key (or position) returns the field, with a ``DeprecationWarning`` that name
 use. A key that was renamed is listed in the class's ``_renamed_keys``; a result whose time was
 stored under the key named by its clock (``"s"`` or ``"t"``) has a ``clock`` field, and that key
 maps to its ``time`` field.
+
+:func:`moved_attribute` is the module ``__getattr__`` of a namespace whose names moved to another
+public namespace: the old name returns the same object, with a warning naming the new home.
 """
 
 import dataclasses
+import importlib
 import warnings
 from typing import ClassVar
 
@@ -54,3 +58,14 @@ class LegacyItemAccess(eqx.Module):
             stacklevel=2,
         )
         return iter([getattr(self, f.name) for f in dataclasses.fields(self)])
+
+
+def moved_attribute(namespace: str, moved: dict[str, str], name: str):
+    """``namespace.name`` for a ``name`` that moved to ``moved[name]``: the same object, with a
+    DeprecationWarning naming its new home (AttributeError for a name that is not in ``moved``)."""
+    if name not in moved:
+        raise AttributeError(f"module {namespace!r} has no attribute {name!r}")
+    home = moved[name]
+    message = f"{namespace}.{name} moved to {home}.{name}; the old name will be removed"
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+    return getattr(importlib.import_module(home), name)

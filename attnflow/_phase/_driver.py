@@ -520,7 +520,7 @@ def phase_diagram_result(key: PRNGKeyArray, **options) -> PhaseDiagramResult:
         >>> import jax.random as jr, attnflow as af
         >>> r = af.phase_diagram_result(jr.key(0), n=4, d=64, betas=[0.5, 8.0],
         ...                             ts=[0.0, 3.0, 30.0], realizations=8, progress=False)
-        >>> r.probability.shape, r.accepted.shape, float(r.probability[1, -1])
+        >>> r.probability.shape, r.accepted.shape, float(r.probability[0, -1])
         ((2, 3), (2, 8), 1.0)
     """
     _no_flag(options)

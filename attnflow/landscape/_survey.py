@@ -122,19 +122,19 @@ class SurveyPoint(eqx.Module):
     """
 
     x: np.ndarray
-    kind: str = eqx.field(static=True)
+    kind: str
     eigenvalues: np.ndarray
-    num_positive: int = eqx.field(static=True)
-    num_negative: int = eqx.field(static=True)
-    num_zero: int = eqx.field(static=True)
-    orbit_dimension: int = eqx.field(static=True)
-    energy: float = eqx.field(static=True)
-    normalized_energy: float = eqx.field(static=True)
-    num_clusters: int = eqx.field(static=True)
-    synchronised: bool = eqx.field(static=True)
-    grad_norm: float = eqx.field(static=True)
-    source: str = eqx.field(static=True)
-    hits: int = eqx.field(static=True)
+    num_positive: int
+    num_negative: int
+    num_zero: int
+    orbit_dimension: int
+    energy: float
+    normalized_energy: float
+    num_clusters: int
+    synchronised: bool
+    grad_norm: float
+    source: str
+    hits: int
 
     @property
     def is_paper_strict_saddle(self) -> bool:
@@ -162,11 +162,11 @@ class LandscapeSurvey(eqx.Module):
         points: the distinct critical points found, sorted by decreasing energy.
     """
 
-    n: int = eqx.field(static=True)
-    d: int = eqx.field(static=True)
-    beta: float = eqx.field(static=True)
-    num_seeds: int = eqx.field(static=True)
-    num_converged: int = eqx.field(static=True)
+    n: int
+    d: int
+    beta: float
+    num_seeds: int
+    num_converged: int
     points: tuple[SurveyPoint, ...]
 
     @property

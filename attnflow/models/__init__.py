@@ -57,14 +57,6 @@ _MOVED = dict.fromkeys(
 
 
 def __getattr__(name):
-    if name in _MOVED:
-        import importlib
-        import warnings
+    from .._legacy_access import moved_attribute
 
-        warnings.warn(
-            f"attnflow.models.{name} moved to {_MOVED[name]}.{name}; the old name will be removed",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module 'attnflow.models' has no attribute {name!r}")
+    return moved_attribute(__name__, _MOVED, name)
