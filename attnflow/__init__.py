@@ -97,6 +97,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         AbstractStatistic as AbstractStatistic,
         ClusterCount as ClusterCount,
         ClusteredFraction as ClusteredFraction,
+        DeviceLayout as DeviceLayout,
         Energy as Energy,
         FieldFamily as FieldFamily,
         GramStatistic as GramStatistic,

@@ -42,6 +42,7 @@ from ._driver import (
 )
 from ._general import FieldFamily as FieldFamily
 from ._run import PhaseDiagramResult as PhaseDiagramResult
+from ._settings import DeviceLayout as DeviceLayout
 from ._statistics import (
     AbstractStatistic as AbstractStatistic,
     ClusterCount as ClusterCount,

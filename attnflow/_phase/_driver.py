@@ -27,7 +27,7 @@ from ._distance import Distance
 from ._general import FieldFamily, general_phase_diagram
 from ._log_distance import LOG_ZERO, LogDistance, log_floor
 from ._run import Engine, PhaseDiagramResult, run
-from ._settings import engine_settings
+from ._settings import DeviceLayout, engine_settings
 from ._statistics import AbstractStatistic, ClusteredFraction
 
 # The first trial step of every system. The flows start from O(1) rates on an O(1) time scale
@@ -76,6 +76,7 @@ def phase_diagram_from_tokens(
     statistic: AbstractStatistic | None = None,
     family: FieldFamily | None = None,
     reduce: bool = True,
+    layout: DeviceLayout | None = None,
     chunk_size: int | None = None,
     beta_block: int | None = None,
     slots: int | None = None,
@@ -109,8 +110,11 @@ def phase_diagram_from_tokens(
         reduce: with V = I, simulate in an orthonormal basis of span{x_j(0)} (dimension
             min(n, d); log-distances log(1 − ⟨x_i, x_j⟩) when Q = K = I and d ≥ 3). False
             integrates the tokens in R^d.
-        chunk_size, beta_block, slots, backend: the device layout (see :func:`phase_diagram`);
-            results do not depend on it (float64; to rounding in float32).
+        layout: the device layout, a :class:`attnflow.DeviceLayout` (see
+            :func:`phase_diagram`); results do not depend on it (float64; to rounding in
+            float32).
+        chunk_size, beta_block, slots, backend: the same layout as four keywords (not with
+            ``layout``).
         rtol, atol, max_steps: per-system error control of the DP5(4) integrator; max_steps
             counts the (accepted and rejected) steps of one system.
         progress: report progress (systems done; compilation as its own phase).
@@ -138,7 +142,8 @@ def phase_diagram_from_tokens(
     """
     x0 = _check_x0(x0)
     reduce = check_bool(reduce, "reduce")
-    engine_args = (backend, chunk_size, beta_block, slots, rtol, atol, max_steps)
+    layout = _layout(layout, backend, chunk_size, beta_block, slots)
+    engine_args = (*layout, rtol, atol, max_steps)
     betas, ts, statistic, family, statistics, engine = _check_options(
         betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
@@ -239,6 +244,21 @@ def _check_x0(x0):
             "project them first with attnflow.normalize"
         )
     return x0
+
+
+def _layout(layout, backend, chunk_size, beta_block, slots):
+    """(backend, chunk_size, beta_block, slots) from ``layout`` or the four keywords."""
+    given = (backend, chunk_size, beta_block, slots)
+    if layout is None:
+        return given
+    if not isinstance(layout, DeviceLayout):
+        raise ValueError(f"layout: expected a DeviceLayout or None, got {type(layout).__name__}")
+    if any(value is not None for value in given):
+        raise ValueError(
+            "layout: give the device layout once, as layout=DeviceLayout(...) or as the "
+            "backend, chunk_size, beta_block and slots keywords"
+        )
+    return layout.backend, layout.chunk_size, layout.beta_block, layout.slots
 
 
 def _optional_int(value, name):
@@ -352,6 +372,7 @@ def phase_diagram(
     shared_weights: bool = False,
     statistic: AbstractStatistic | None = None,
     family: FieldFamily | None = None,
+    layout: DeviceLayout | None = None,
     chunk_size: int | None = None,
     beta_block: int | None = None,
     slots: int | None = None,
@@ -417,10 +438,13 @@ def phase_diagram(
         family: the attention dynamics, a :class:`FieldFamily` (heads, causal mask,
             normalisation scheme, weights redrawn every ``period``); None is single-head
             (SA)/(USA). With an ensemble, each head and each piece draws its own (B, V).
+        layout: the device layout as one argument, a :class:`attnflow.DeviceLayout`
+            (``backend``, ``chunk_size``, ``beta_block``, ``slots``); None is the preset.
         chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
         beta_block: β values per compiled call.
         slots: systems integrated side by side in a call (memory ∝ slots × n × m).
-    backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
+    backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name). These
+        four keywords are ``layout`` spelt out; give one or the other.
         rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
         dtype: float dtype (default: JAX's default float).
         progress: report the systems done (a bar on a terminal, log lines otherwise;
@@ -453,7 +477,8 @@ def phase_diagram(
             f"ensemble: expected an AttentionEnsemble or None, got {type(ensemble).__name__}"
         )
     # Before sampling: the checks of phase_diagram_from_tokens, made once and without the wait.
-    engine_args = (backend, chunk_size, beta_block, slots, rtol, atol, max_steps)
+    layout = _layout(layout, backend, chunk_size, beta_block, slots)
+    engine_args = (*layout, rtol, atol, max_steps)
     betas, ts, statistic, family, statistics, engine = _check_options(
         betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
