@@ -3,9 +3,8 @@
 A result that was a dict (``run["merges"]``) or a NamedTuple (``out[0]``, ``a, b = out``) is now
 an ``eqx.Module`` with named fields. :class:`LegacyItemAccess` keeps the old access working: the
 old key (or position) returns the field, with a ``DeprecationWarning`` that names the field to
-use. A key that was renamed is listed in the class's ``_renamed_keys``; a result whose time was
-stored under the key named by its clock (``"s"`` or ``"t"``) has a ``clock`` field, and that key
-maps to its ``time`` field.
+use. A result whose time was stored under the key named by its clock (``"s"`` or ``"t"``) has a
+``clock`` field, and that key maps to its ``time`` field.
 
 :func:`moved_attribute` is the module ``__getattr__`` of a namespace whose names moved to another
 public namespace: the old name returns the same object, with a warning naming the new home.
@@ -22,7 +21,6 @@ import equinox as eqx
 class LegacyItemAccess(eqx.Module):
     """``result[key]`` (and, for former tuples, ``result[i]`` and unpacking) with a warning."""
 
-    _renamed_keys: ClassVar[dict[str, str]] = {}
     _was_tuple: ClassVar[bool] = False
 
     def _field_of(self, key) -> str:
@@ -32,8 +30,6 @@ class LegacyItemAccess(eqx.Module):
         if isinstance(key, str):
             if key == getattr(self, "clock", None):
                 return "time"
-            if key in self._renamed_keys:
-                return self._renamed_keys[key]
             if key in names:
                 return key
         raise KeyError(key)
