@@ -107,6 +107,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         AbstractStatistic as AbstractStatistic,
         ClusterCount as ClusterCount,
         ClusteredFraction as ClusteredFraction,
+        DeviceLayout as DeviceLayout,
         Energy as Energy,
         FieldFamily as FieldFamily,
         GramStatistic as GramStatistic,
@@ -115,6 +116,8 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         bartlett_tokens as bartlett_tokens,
         phase_diagram as phase_diagram,
         phase_diagram_from_tokens as phase_diagram_from_tokens,
+        phase_diagram_from_tokens_result as phase_diagram_from_tokens_result,
+        phase_diagram_result as phase_diagram_result,
     )
     from ._random_weights import random_multihead_attention as random_multihead_attention
     from ._sharding import (

@@ -510,3 +510,25 @@ def check_real_values(x, name: str, *, low: float | None = None, high: float | N
     if not np.all(ok):
         expected(name, what, float(values[~ok].ravel()[0]))
     return x
+
+
+def check_beta_above_one(beta, why: str = "the staircase uses log β") -> float:
+    """β a finite real scalar > 1 (formulas with log β), as a Python float."""
+    beta = float(check_beta(beta, positive=True))
+    if not beta > 1:
+        expected("beta", f"a finite scalar > 1 ({why})", beta)
+    return beta
+
+
+def check_angles(theta, name: str) -> np.ndarray:
+    """Finite real angles of shape (n,), n >= 2, as a floating NumPy array (host-side)."""
+    theta = np.asarray(check_real(as_array(theta, name), name))
+    if theta.dtype.kind not in "iuf":
+        expected(name, "real angles", f"= an array of dtype {theta.dtype}")
+    if theta.ndim != 1 or theta.shape[0] < 2:
+        expected(name, "angles of shape (n,) with n >= 2", f"= shape {theta.shape}")
+    if theta.dtype.kind != "f":
+        theta = theta.astype(float)
+    if not np.all(np.isfinite(theta)):
+        expected(name, "finite angles", "= NaN or inf")
+    return theta

@@ -112,9 +112,9 @@ def main():
             start = time.perf_counter()
             run = af.models.rescaled_staircase(theta, beta)
             times.append(time.perf_counter() - start)
-            steps_taken.append(run["steps"])
-            merges.append(len(run["merges"]))
-            assert run["finished"] and np.all(np.isfinite(run["energy"]))
+            steps_taken.append(run.steps)
+            merges.append(len(run.merges))
+            assert run.finished and np.all(np.isfinite(run.energy))
         print(
             f"rescaled staircase n = {n}, β = {beta:g}: median {np.median(times):.3f} s, "
             f"steps {steps_taken}, merges {merges}"

@@ -94,8 +94,8 @@ def attnflow_run(x0, betas, dtype, rtol, atol, label=None):
     x = jnp.asarray(x0, dtype)
 
     def run():
-        result = af.phase_diagram_from_tokens(
-            x, betas=betas, ts=TS, rtol=rtol, atol=atol, max_steps=100_000, statistics=True
+        result = af.phase_diagram_from_tokens_result(
+            x, betas=betas, ts=TS, rtol=rtol, atol=atol, max_steps=100_000
         )
         P = np.asarray(result.probability.block_until_ready())
         if label:

@@ -63,7 +63,9 @@ def cross_check_minilm(folder, tokens):
     for name, dtype in (("float32", None), ("float64", jnp.float64)):
         ours = pretrained.load(folder, dtype=dtype)
         ids, _, mask, _ = ours.encode(pretrained.paragraph(), max_length=tokens)
-        mine = np.asarray(ours.hidden_states(pretrained.paragraph(), max_length=tokens)[0])
+        mine = np.asarray(
+            ours.hidden_states(pretrained.paragraph(), max_length=tokens).hidden_states
+        )
         reference = AutoModel.from_pretrained(str(folder)).eval()
         if dtype is not None:
             reference = reference.double()
@@ -110,7 +112,7 @@ def cross_check_albert():
         shutil.copy(pretrained.minilm_path() / "tokenizer.json", folder)
         ours = pretrained.load(folder, dtype=jnp.float64)
         ids, _, mask, _ = ours.encode(pretrained.paragraph(), max_length=64)
-        mine = np.asarray(ours.hidden_states(pretrained.paragraph(), max_length=64)[0])
+        mine = np.asarray(ours.hidden_states(pretrained.paragraph(), max_length=64).hidden_states)
     theirs = torch_states(reference, ids, mask)
     diff = np.abs(mine - theirs).reshape(len(mine), -1).max(axis=1)
     print("\n## cross-check: random ALBERT (transformers AlbertModel, 6 layers, 2 groups), float64")

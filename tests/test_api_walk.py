@@ -136,6 +136,12 @@ RECIPES = {
     "attnflow.phase_diagram": dict(
         key=jr.key(0), n=4, d=3, betas=[1.0], ts=[0.0, 1.0], realizations=2
     ),
+    "attnflow.phase_diagram_from_tokens_result": dict(
+        x0=jnp.stack([X, X]), betas=[1.0], ts=[0.0, 1.0]
+    ),
+    "attnflow.phase_diagram_result": dict(
+        key=jr.key(0), n=4, d=3, betas=[1.0], ts=[0.0, 1.0], realizations=2
+    ),
     "attnflow.homogenized_phase_diagram": dict(
         key=jr.key(0), n=4, d=3, betas=[1.0], ts=[0.0, 1.0], realizations=2
     ),
@@ -158,14 +164,14 @@ RECIPES = {
     ),
     "attnflow.models.rescaled_staircase": dict(theta0=ANGLES, beta=4.0),
     "attnflow.models.modified_usa": dict(theta0=ANGLES, beta=4.0),
-    "attnflow.models.staircase_plateaus": dict(theta0=ANGLES, beta=4.0),
-    "attnflow.models.metastability_bounds": dict(
+    "attnflow.theory.staircase_plateaus": dict(theta0=ANGLES, beta=4.0),
+    "attnflow.theory.metastability_bounds": dict(
         x0=X, centres=X[:2], epsilon=0.01, beta=4.0, lam=0.5
     ),
-    "attnflow.models.staircase_log_time_change": dict(theta=ANGLES, beta=4.0),
-    "attnflow.models.well_prepared_constant": dict(theta=ANGLES, beta=4.0),
-    "attnflow.models.collision_radius": dict(beta=4.0),
-    "attnflow.models.pair_merge_time": dict(gap=0.5, beta=4.0, c=0.5),
+    "attnflow.theory.staircase_log_time_change": dict(theta=ANGLES, beta=4.0),
+    "attnflow.theory.well_prepared_constant": dict(theta=ANGLES, beta=4.0),
+    "attnflow.theory.collision_radius": dict(beta=4.0),
+    "attnflow.theory.pair_merge_time": dict(gap=0.5, beta=4.0, c=0.5),
     "attnflow.theory.two_body_log_time": dict(gap=0.5, mass=0.5, beta=4.0),
     "attnflow.theory.normalized_equiangular_rhs": dict(t=0.0, rho=0.5, r=1.0, beta=1.0, n=4),
     "attnflow.landscape.symmetric_configurations": dict(n=4, d=3),
@@ -313,6 +319,11 @@ RESULT_TYPES = {
     "EquiangularAttentionWeights",
     "PreLNEquiangularLayers",
     "PairingPhase",
+    "StaircaseRun",
+    "StaircaseMerge",
+    "CollisionEvent",
+    "StaircasePlateaus",
+    "PhaseDiagramResult",
 }
 
 

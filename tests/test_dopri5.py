@@ -114,13 +114,12 @@ def full_count(L):
 
 
 def engine_steps(x0, betas, ts):
-    result = af.phase_diagram_from_tokens(
+    result = af.phase_diagram_from_tokens_result(
         jnp.asarray(x0),
         betas=betas,
         ts=ts,
         rtol=RTOL,
         atol=ATOL,
-        statistics=True,
         chunk_size=4,
         beta_block=2,
     )

@@ -43,10 +43,10 @@ def test_energy_against_the_authors_fixed_step_scheme():
     theta0, beta = np.array([0.0, 0.4, 1.3, 2.4, 3.9]), 12.0
     run = af.models.rescaled_staircase(theta0, beta)
     s_ref, energy_ref = time_rescale_3(theta0.copy(), 1e-4, beta, 16000)
-    inside = run["s"] < s_ref[-1]
+    inside = run.time < s_ref[-1]
     assert inside.sum() > 20
     np.testing.assert_allclose(
-        run["energy"][inside], np.interp(run["s"][inside], s_ref, energy_ref), atol=3e-4
+        run.energy[inside], np.interp(run.time[inside], s_ref, energy_ref), atol=3e-4
     )
 
 
@@ -56,26 +56,26 @@ def test_usa_mean_angle_is_conserved_along_the_staircase_and_across_merges(beta)
     # the merge centre is the mass-weighted mean angle: Σ_i θ_i is conserved through every merge.
     theta0 = np.array([0.0, 0.21, 0.5, 0.93, 1.31, 1.4, 1.9])
     run = af.models.rescaled_staircase(theta0, beta)
-    assert run["finished"] and len(run["merges"]) == 6
-    np.testing.assert_allclose(run["theta"].mean(axis=1), theta0.mean(), rtol=0, atol=1e-12)
+    assert run.finished and len(run.merges) == 6
+    np.testing.assert_allclose(run.theta.mean(axis=1), theta0.mean(), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("beta", [100.0, 1000.0])
 def test_staircase_levels_merges_and_no_nan(beta):
     theta0 = well_prepared(beta)
     run = af.models.rescaled_staircase(theta0, beta)
-    assert run["finished"] and run["counts"][-1] == 1 and len(run["merges"]) == 4
-    for key in ("s", "theta", "energy", "levels"):
-        assert np.all(np.isfinite(run[key]))
-    assert run["energy"][-1] == 1.0
+    assert run.finished and run.counts[-1] == 1 and len(run.merges) == 4
+    for key in ("time", "theta", "energy", "levels"):
+        assert np.all(np.isfinite(getattr(run, key)))
+    assert run.energy[-1] == 1.0
     # φ is non-decreasing in s (gradient ascent) and s increases.
-    assert np.all(np.diff(run["energy"]) > -1e-12) and np.all(np.diff(run["s"]) >= 0)
+    assert np.all(np.diff(run.energy) > -1e-12) and np.all(np.diff(run.time) >= 0)
     # Just before each merge φ sits at Σ m_q² up to the cross terms (< 1e-3 of a step at β ≥ 100,
     # 2 m_a m_b e^{−β(1 − cos u)} from the next gaps) and jumps by 2 m_a m_b over the merge.
     level = 1 / len(theta0)
-    for event in run["merges"]:
-        m_a, m_b = event["masses"]
-        assert event["energy_after"] == pytest.approx(level + 2 * m_a * m_b, abs=1e-3)
+    for event in run.merges:
+        m_a, m_b = event.masses
+        assert event.energy_after == pytest.approx(level + 2 * m_a * m_b, abs=1e-3)
         level += 2 * m_a * m_b
     assert level == pytest.approx(1.0)
 
@@ -85,24 +85,24 @@ def test_collision_model_predicts_the_merges(beta, rtol):
     theta0 = well_prepared(beta)
     run = af.models.rescaled_staircase(theta0, beta)
     model = af.models.collision_model(theta0, beta)
-    assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]
-    np.testing.assert_allclose([e["s"] for e in run["merges"]], [e["s"] for e in model], rtol=rtol)
-    assert [e["level"] for e in model][-1] == pytest.approx(1.0)
+    assert [e.tokens for e in run.merges] == [e.tokens for e in model]
+    np.testing.assert_allclose([e.time for e in run.merges], [e.s for e in model], rtol=rtol)
+    assert [e.level for e in model][-1] == pytest.approx(1.0)
 
 
 def test_random_tokens_at_beta_1000_float32_and_float64():
     theta0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 8)
     for dtype in (np.float64, np.float32):
         run = af.models.rescaled_staircase(theta0.astype(dtype), 1000.0)
-        assert run["finished"] and len(run["merges"]) == 7
-        assert np.all(np.isfinite(run["energy"])) and run["energy"].dtype == dtype
+        assert run.finished and len(run.merges) == 7
+        assert np.all(np.isfinite(run.energy)) and run.energy.dtype == dtype
         model = af.models.collision_model(theta0, 1000.0)
-        assert [e["tokens"] for e in run["merges"]] == [e["tokens"] for e in model]
+        assert [e.tokens for e in run.merges] == [e.tokens for e in model]
 
 
 def test_softmax_direction_climbs_and_finishes():
     run = af.models.rescaled_staircase(well_prepared(100.0), 100.0, normalization="softmax")
-    assert run["finished"] and np.all(np.diff(run["energy"]) > -1e-12)
+    assert run.finished and np.all(np.diff(run.energy) > -1e-12)
 
 
 def test_two_body_time_against_an_ode_solve():

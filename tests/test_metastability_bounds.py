@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import attnflow as af
-from attnflow.models import metastability_bounds
+from attnflow.theory import metastability_bounds
 
 
 def on_circle(angles):

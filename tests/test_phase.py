@@ -177,7 +177,7 @@ LAYOUTS = {
 
 @functools.cache
 def _layout_result(layout):
-    return af.phase_diagram(jr.key(5), statistics=True, **LAYOUT_GRID, **LAYOUTS[layout])
+    return af.phase_diagram_result(jr.key(5), **LAYOUT_GRID, **LAYOUTS[layout])
 
 
 def test_deterministic_and_invariant_to_chunking():

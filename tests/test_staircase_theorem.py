@@ -9,7 +9,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import attnflow as af
-from attnflow import models
+from attnflow import models, theory
 
 BETAS = (50.0, 200.0, 1000.0)
 # Well-prepared for these β (Definition "init_s1": each gap exceeds the distance to θ_1).
@@ -25,15 +25,15 @@ def runs():
 def test_two_particles_follow_the_pair_lemma_exactly(beta):
     # n = 2: u̇ = −(1/2) log β sin u with no remainder c(β), so the merge time is closed form.
     run = models.modified_usa(np.array([0.0, 0.4]), beta)
-    (merge,) = run["merges"]
-    expected = models.pair_merge_time(0.4, beta, 0.5)
-    assert merge["t"] == pytest.approx(expected, rel=1e-7)
+    (merge,) = run.merges
+    expected = theory.pair_merge_time(0.4, beta, 0.5)
+    assert merge.time == pytest.approx(expected, rel=1e-7)
     # The lemma's centre is 1/(2c) = 1 (within O(log log β / log β)), not the printed 2/c = 4.
     slack = (abs(math.log(math.tan(0.2))) + math.log(2) + 0.5 * math.log(math.log(beta))) / (
         0.5 * math.log(beta)
     )
-    assert abs(merge["t"] - 1.0) <= slack + 1e-6
-    assert abs(merge["t"] - 1.0) < abs(merge["t"] - 4.0)
+    assert abs(merge.time - 1.0) <= slack + 1e-6
+    assert abs(merge.time - 1.0) < abs(merge.time - 4.0)
 
 
 def test_time_change_against_physical_usa():
@@ -42,7 +42,7 @@ def test_time_change_against_physical_usa():
     # dt/dτ = 1/(log β e^{β(1 − cos u)}) as a quadrature, until the closest pair reaches
     # 1/√(β log β): scipy Radau.
     beta, n = 20.0, len(THETA0)
-    radius = models.collision_radius(beta)
+    radius = theory.collision_radius(beta)
 
     def usa(theta):
         diff = theta[None, :] - theta[:, None]  # θ_j − θ_i
@@ -75,59 +75,59 @@ def test_time_change_against_physical_usa():
     )
     t_merge = sol.y_events[0][0][n]
     run = models.modified_usa(THETA0, beta)
-    first = run["merges"][0]
-    assert first["t"] == pytest.approx(t_merge, rel=1e-6)
-    assert first["tokens"] == [0, 1]
-    before = run["theta"][np.searchsorted(run["t"], first["t"]) - 1]
+    first = run.merges[0]
+    assert first.time == pytest.approx(t_merge, rel=1e-6)
+    assert first.tokens == [0, 1]
+    before = run.theta[np.searchsorted(run.time, first.time) - 1]
     np.testing.assert_allclose(before[1:], sol.y_events[0][0][1:n], atol=1e-5)
 
 
 @pytest.mark.parametrize("beta", BETAS)
 def test_merge_times_match_the_plateau_prediction(runs, beta):
-    assert models.well_prepared_constant(THETA0, beta) > 1
-    run, plateaus = runs[beta], models.staircase_plateaus(THETA0, beta)
-    assert run["finished"]
-    assert [m["tokens"] for m in run["merges"]] == plateaus["tokens"].tolist()
-    np.testing.assert_allclose([m["t"] for m in run["merges"]], plateaus["times"], rtol=2e-6)
-    np.testing.assert_allclose(plateaus["limit_times"], [4.0, 6.25, 7.25])
+    assert theory.well_prepared_constant(THETA0, beta) > 1
+    run, plateaus = runs[beta], theory.staircase_plateaus(THETA0, beta)
+    assert run.finished
+    assert [m.tokens for m in run.merges] == plateaus.tokens.tolist()
+    np.testing.assert_allclose([m.time for m in run.merges], plateaus.times, rtol=2e-6)
+    np.testing.assert_allclose(plateaus.limit_times, [4.0, 6.25, 7.25])
 
 
 def test_plateau_levels_and_energy_normalisation(runs):
-    levels = models.staircase_plateaus(THETA0, 1000.0)["levels"]
+    levels = theory.staircase_plateaus(THETA0, 1000.0).levels
     np.testing.assert_allclose(levels, [4 / 16, 6 / 16, 10 / 16, 1.0])
     gaps = []
     for beta in BETAS:
         run = runs[beta]
         # Right after each merge the glued cluster is one point: φ = Σ m_q² up to the cross
         # terms of the clusters still apart (e^{−β(1 − cos u)}, u ≥ 0.6 here).
-        after = [m["energy_after"] for m in run["merges"]]
+        after = [m.energy_after for m in run.merges]
         np.testing.assert_allclose(after, levels[1:], atol=5e-3 if beta == 50 else 1e-8)
         # φ = 2β E_β (GKPR's E_β) = 2β e^{−β} InteractionEnergy(β) with weights 1/n.
-        i = len(run["t"]) // 3
-        x = np.stack([np.cos(run["theta"][i]), np.sin(run["theta"][i])], axis=-1)
+        i = len(run.time) // 3
+        x = np.stack([np.cos(run.theta[i]), np.sin(run.theta[i])], axis=-1)
         phi = 2 * beta * float(af.InteractionEnergy(beta).scaled(x, None, beta))
-        assert phi == pytest.approx(run["energy"][i], rel=1e-12)
+        assert phi == pytest.approx(run.energy[i], rel=1e-12)
         # Halfway along the first simulated plateau φ approaches Σ m_q² = 1/4 as β grows.
-        t = 0.5 * run["merges"][0]["t"]
-        gaps.append(np.interp(t, run["t"], run["energy"]) - levels[0])
+        t = 0.5 * run.merges[0].time
+        gaps.append(np.interp(t, run.time, run.energy) - levels[0])
     assert gaps[0] > gaps[1] > gaps[2] > 0 and gaps[2] < 0.02
 
 
 def test_hand_computed_cases():
-    assert models.collision_radius(math.e**2) == pytest.approx(1 / math.sqrt(2 * math.e**2))
+    assert theory.collision_radius(math.e**2) == pytest.approx(1 / math.sqrt(2 * math.e**2))
     theta = np.array([0.0, 0.4, 1.2])
     expected = math.log(math.log(100.0)) + 100 * (1 - math.cos(0.4))
-    assert models.staircase_log_time_change(theta, 100.0) == pytest.approx(expected)
+    assert theory.staircase_log_time_change(theta, 100.0) == pytest.approx(expected)
     # Pairs inside the collision radius do not set the clock; with none farther, it stops.
-    assert models.staircase_log_time_change(np.array([0.0, 1e-3, 0.5]), 100.0) == pytest.approx(
+    assert theory.staircase_log_time_change(np.array([0.0, 1e-3, 0.5]), 100.0) == pytest.approx(
         math.log(math.log(100.0)) + 100 * (1 - math.cos(0.5 - 1e-3))
     )
-    assert models.staircase_log_time_change(np.array([0.0, 1e-3]), 100.0) == -math.inf
-    assert models.well_prepared_constant(np.array([0.0, 1.0, 0.5]), 10.0) == -math.inf
-    assert models.well_prepared_constant(np.array([0.0, 1.0]), 10.0) == math.inf
+    assert theory.staircase_log_time_change(np.array([0.0, 1e-3]), 100.0) == -math.inf
+    assert theory.well_prepared_constant(np.array([0.0, 1.0, 0.5]), 10.0) == -math.inf
+    assert theory.well_prepared_constant(np.array([0.0, 1.0]), 10.0) == math.inf
     # u from 2 arctan(e^{-1}) to 2 arctan(e^{-3}) at rate c log β: (3 − 1)/(c log β).
     u0, u1 = 2 * math.atan(math.exp(-1)), 2 * math.atan(math.exp(-3))
-    assert models.pair_merge_time(u0, math.e, 0.25, threshold=u1) == pytest.approx(8.0)
+    assert theory.pair_merge_time(u0, math.e, 0.25, threshold=u1) == pytest.approx(8.0)
 
 
 @pytest.mark.parametrize(
@@ -137,8 +137,8 @@ def test_hand_computed_cases():
         (lambda: models.modified_usa(np.array([0.0, np.nan]), 10.0), "theta0: expected finite"),
         (lambda: models.modified_usa(np.array([0.0, 1.0]), 1.0), "beta: expected"),
         (lambda: models.modified_usa(np.array([0.0, 1.0]), 10.0, t_max=0.0), "t_max"),
-        (lambda: models.pair_merge_time(4.0, 10.0, 1.0), "gap"),
-        (lambda: models.pair_merge_time(0.5, 10.0, -1.0), "c: expected"),
+        (lambda: theory.pair_merge_time(4.0, 10.0, 1.0), "gap"),
+        (lambda: theory.pair_merge_time(0.5, 10.0, -1.0), "c: expected"),
     ],
 )
 def test_bad_input_raises(call, match):

@@ -37,9 +37,12 @@ from ._bartlett import bartlett_tokens as bartlett_tokens
 from ._driver import (
     phase_diagram as phase_diagram,
     phase_diagram_from_tokens as phase_diagram_from_tokens,
+    phase_diagram_from_tokens_result as phase_diagram_from_tokens_result,
+    phase_diagram_result as phase_diagram_result,
 )
 from ._general import FieldFamily as FieldFamily
 from ._run import PhaseDiagramResult as PhaseDiagramResult
+from ._settings import DeviceLayout as DeviceLayout
 from ._statistics import (
     AbstractStatistic as AbstractStatistic,
     ClusterCount as ClusterCount,

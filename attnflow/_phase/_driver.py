@@ -1,7 +1,9 @@
 """The phase-diagram driver: picks the state form, pads the realisations × β grid into calls of
 one compiled shape, and sums the exact integer counts over calls and devices."""
 
+import inspect
 import math
+import warnings
 from typing import Literal
 
 import jax
@@ -25,7 +27,7 @@ from ._distance import Distance
 from ._general import FieldFamily, general_phase_diagram
 from ._log_distance import LOG_ZERO, LogDistance, log_floor
 from ._run import Engine, PhaseDiagramResult, run
-from ._settings import engine_settings
+from ._settings import DeviceLayout, engine_settings
 from ._statistics import AbstractStatistic, ClusteredFraction
 
 # The first trial step of every system. The flows start from O(1) rates on an O(1) time scale
@@ -33,6 +35,10 @@ from ._statistics import AbstractStatistic, ClusteredFraction
 # where the scaled rule 0.1 RMS(y/s)/RMS(F(y)/s) of _integrate (used with None) starts far
 # smaller and spends steps growing it. Counts before and after: benchmarks/RESULTS.md.
 FIRST_STEP = 0.3
+
+# The ``statistics`` value of the rich entry points (phase_diagram_result and
+# phase_diagram_from_tokens_result): always a PhaseDiagramResult, no deprecation warning.
+_RESULT = object()
 
 
 def _check_grid(betas, ts):
@@ -70,6 +76,7 @@ def phase_diagram_from_tokens(
     statistic: AbstractStatistic | None = None,
     family: FieldFamily | None = None,
     reduce: bool = True,
+    layout: DeviceLayout | None = None,
     chunk_size: int | None = None,
     beta_block: int | None = None,
     slots: int | None = None,
@@ -103,13 +110,17 @@ def phase_diagram_from_tokens(
         reduce: with V = I, simulate in an orthonormal basis of span{x_j(0)} (dimension
             min(n, d); log-distances log(1 − ⟨x_i, x_j⟩) when Q = K = I and d ≥ 3). False
             integrates the tokens in R^d.
-        chunk_size, beta_block, slots, backend: the device layout (see :func:`phase_diagram`);
-            results do not depend on it (float64; to rounding in float32).
+        layout: the device layout, a :class:`attnflow.DeviceLayout` (see
+            :func:`phase_diagram`); results do not depend on it (float64; to rounding in
+            float32).
+        chunk_size, beta_block, slots, backend: the same layout as four keywords (not with
+            ``layout``).
         rtol, atol, max_steps: per-system error control of the DP5(4) integrator; max_steps
             counts the (accepted and rejected) steps of one system.
         progress: report progress (systems done; compilation as its own phase).
-        statistics: return a :class:`attnflow.PhaseDiagramResult` (P with each
-            system's accepted and rejected steps) instead of P.
+        statistics: deprecated (a DeprecationWarning): return a
+            :class:`attnflow.PhaseDiagramResult` (P with each system's accepted and rejected
+            steps) instead of P; use :func:`phase_diagram_from_tokens_result`.
 
     **Engines.** The clustered fraction (mean) of the default family runs on the reduced
     engines below (chosen automatically from V, Q, K and d); every other statistic or family
@@ -131,7 +142,8 @@ def phase_diagram_from_tokens(
     """
     x0 = _check_x0(x0)
     reduce = check_bool(reduce, "reduce")
-    engine_args = (backend, chunk_size, beta_block, slots, rtol, atol, max_steps)
+    layout = _layout(layout, backend, chunk_size, beta_block, slots)
+    engine_args = (*layout, rtol, atol, max_steps)
     betas, ts, statistic, family, statistics, engine = _check_options(
         betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
@@ -166,9 +178,20 @@ def _check_options(
     check_sa_normalization(normalization)
     betas, ts = _check_grid(betas, ts)
     delta = float(check_delta(delta))
-    statistics = check_bool(statistics, "statistics")
+    if statistics is not _RESULT:
+        statistics = check_bool(statistics, "statistics")
+        if statistics:
+            warnings.warn(
+                "statistics=True is deprecated: phase_diagram_result (phase_diagram_from_tokens_"
+                "result) takes the same arguments and always returns the PhaseDiagramResult; the "
+                "flag will be removed",
+                DeprecationWarning,
+                stacklevel=3,
+            )
     progress = check_bool(progress, "progress")
     statistic, family = _check_statistic_family(statistic, family, delta)
+    if statistics is _RESULT and not _reduced_engine(statistic, family):
+        _general_has_no_result()
     engine = _engine(*engine_args, progress=progress)
     return betas, ts, statistic, family, statistics, engine
 
@@ -180,13 +203,10 @@ def _from_tokens(
     R, n, d = x0.shape
     full = (R, family.num_pieces(float(ts[-1])), family.heads, d, d)
     mats = _weight_matrices(x0, Q, K, V, full)
-    fast = (
-        isinstance(statistic, ClusteredFraction)
-        and statistic.reduce == "mean"
-        and family.plain
-        and all(m.ndim <= 3 for m in mats.values())
-    )
+    fast = _reduced_engine(statistic, family) and all(m.ndim <= 3 for m in mats.values())
     if not fast:
+        if statistics is _RESULT:
+            _general_has_no_result()
         return general_phase_diagram(
             x0,
             {name: _per_system(mats.get(name), full) for name in ("Q", "K", "V")},
@@ -211,6 +231,19 @@ def _from_tokens(
     return result if statistics else result.probability
 
 
+def _reduced_engine(statistic, family) -> bool:
+    """The mean clustered fraction of the default family runs on the reduced engines."""
+    return isinstance(statistic, ClusteredFraction) and statistic.reduce == "mean" and family.plain
+
+
+def _general_has_no_result():
+    raise ValueError(
+        "statistic, family: the PhaseDiagramResult (step counts) comes from the reduced engines "
+        "(the mean clustered fraction of the default family); this statistic or family runs on "
+        "the general engine: call phase_diagram or phase_diagram_from_tokens for its array"
+    )
+
+
 def _check_x0(x0):
     x0 = jnp.asarray(x0)
     if x0.ndim != 3 or x0.shape[-1] < 2 or x0.shape[-2] < 2:
@@ -228,6 +261,21 @@ def _check_x0(x0):
             "project them first with attnflow.normalize"
         )
     return x0
+
+
+def _layout(layout, backend, chunk_size, beta_block, slots):
+    """(backend, chunk_size, beta_block, slots) from ``layout`` or the four keywords."""
+    given = (backend, chunk_size, beta_block, slots)
+    if layout is None:
+        return given
+    if not isinstance(layout, DeviceLayout):
+        raise ValueError(f"layout: expected a DeviceLayout or None, got {type(layout).__name__}")
+    if any(value is not None for value in given):
+        raise ValueError(
+            "layout: give the device layout once, as layout=DeviceLayout(...) or as the "
+            "backend, chunk_size, beta_block and slots keywords"
+        )
+    return layout.backend, layout.chunk_size, layout.beta_block, layout.slots
 
 
 def _optional_int(value, name):
@@ -341,6 +389,7 @@ def phase_diagram(
     shared_weights: bool = False,
     statistic: AbstractStatistic | None = None,
     family: FieldFamily | None = None,
+    layout: DeviceLayout | None = None,
     chunk_size: int | None = None,
     beta_block: int | None = None,
     slots: int | None = None,
@@ -409,16 +458,20 @@ def phase_diagram(
             (SA)/(USA). With an ensemble, each head and each piece draws its own (B, V).
             Without one, H heads are H identical identity heads: single-head attention at
             H× speed (P(heads=H, t) = P(heads=1, H·t)), which warns.
+        layout: the device layout as one argument, a :class:`attnflow.DeviceLayout`
+            (``backend``, ``chunk_size``, ``beta_block``, ``slots``); None is the preset.
         chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
         beta_block: β values per compiled call.
         slots: systems integrated side by side in a call (memory ∝ slots × n × m).
         backend: the layout preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name).
+            These four keywords are ``layout`` spelt out; give one or the other.
         rtol, atol, max_steps: integrator controls (max_steps counts the steps of one system).
         dtype: float dtype (default: JAX's default float).
         progress: report the systems done (a bar on a terminal, log lines otherwise;
             compilation is reported as its own phase).
-        statistics: return a :class:`attnflow.PhaseDiagramResult`: P with each
-            system's accepted and rejected steps and the evaluation counts (reduced engines).
+        statistics: deprecated (a DeprecationWarning): return a
+            :class:`attnflow.PhaseDiagramResult` (P with each system's accepted and rejected
+            steps and the evaluation counts, reduced engines); use :func:`phase_diagram_result`.
 
     Returns:
         (len(betas), len(ts)) array (or the result with statistics).
@@ -444,7 +497,8 @@ def phase_diagram(
             f"ensemble: expected an AttentionEnsemble or None, got {type(ensemble).__name__}"
         )
     # Before sampling: the checks of phase_diagram_from_tokens, made once and without the wait.
-    engine_args = (backend, chunk_size, beta_block, slots, rtol, atol, max_steps)
+    layout = _layout(layout, backend, chunk_size, beta_block, slots)
+    engine_args = (*layout, rtol, atol, max_steps)
     betas, ts, statistic, family, statistics, engine = _check_options(
         betas, ts, delta, normalization, statistic, family, statistics, progress, engine_args
     )
@@ -486,3 +540,57 @@ def _sample(key, n, d, R, dtype, ensemble, shared_weights, family, t1):
 
 
 __all__ = ["phase_diagram", "phase_diagram_from_tokens"]
+
+
+def _rich_signature(entry):
+    """``entry``'s signature without ``statistics``, returning a PhaseDiagramResult."""
+    signature = inspect.signature(entry)
+    parameters = [p for name, p in signature.parameters.items() if name != "statistics"]
+    return signature.replace(parameters=parameters, return_annotation=PhaseDiagramResult)
+
+
+def _no_flag(options):
+    if "statistics" in options:
+        raise TypeError("statistics: the result entry points always return the result")
+
+
+def phase_diagram_result(key: PRNGKeyArray, **options) -> PhaseDiagramResult:
+    """:func:`phase_diagram` with the work its integration took: the same arguments (but
+    ``statistics``), and always a :class:`attnflow.PhaseDiagramResult` (``probability``, the
+    array :func:`phase_diagram` returns, bitwise; each system's ``accepted`` and ``rejected``
+    steps; ``slot_steps``; ``evaluations``). It replaces ``phase_diagram(statistics=True)``.
+
+    The step counts come from the reduced engines (the mean clustered fraction of the default
+    family); a ``statistic`` or ``family`` that runs on the general engine is refused.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> r = af.phase_diagram_result(jr.key(0), n=4, d=64, betas=[0.5, 8.0],
+        ...                             ts=[0.0, 3.0, 30.0], realizations=8, progress=False)
+        >>> r.probability.shape, r.accepted.shape, float(r.probability[0, -1])
+        ((2, 3), (2, 8), 1.0)
+    """
+    _no_flag(options)
+    return phase_diagram(key, **options, statistics=_RESULT)
+
+
+def phase_diagram_from_tokens_result(
+    x0: Float[ArrayLike, "realizations n d"], **options
+) -> PhaseDiagramResult:
+    """:func:`phase_diagram_from_tokens` with the work its integration took: the same
+    arguments (but ``statistics``), and always a :class:`attnflow.PhaseDiagramResult` (see
+    :func:`phase_diagram_result`). It replaces ``phase_diagram_from_tokens(statistics=True)``.
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> x0 = af.random_tokens(jr.key(0), 6, 3, batch_shape=(4,))
+        >>> r = af.phase_diagram_from_tokens_result(x0, betas=[1.0], ts=[0.0, 30.0])
+        >>> r.probability.shape, r.accepted.shape, float(r.probability[0, 1])
+        ((1, 2), (1, 4), 1.0)
+    """
+    _no_flag(options)
+    return phase_diagram_from_tokens(x0, **options, statistics=_RESULT)
+
+
+phase_diagram_result.__signature__ = _rich_signature(phase_diagram)
+phase_diagram_from_tokens_result.__signature__ = _rich_signature(phase_diagram_from_tokens)

@@ -23,7 +23,7 @@ from ._settings import EngineSettings
 
 
 class PhaseDiagramResult(eqx.Module):
-    """A phase diagram with the work its integration took (``statistics=True``).
+    """A phase diagram with the work its integration took (:func:`attnflow.phase_diagram_result`).
 
     Every system (β = betas[b], realisation r) is integrated with its own adaptive DP5(4)
     step (scipy's ``RK45`` rule); a step costs 6 field evaluations, and each system one more

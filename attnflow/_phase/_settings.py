@@ -8,7 +8,10 @@ in float32 XLA may round a batched product differently for another batch shape).
 
 from typing import Literal, NamedTuple
 
+import equinox as eqx
 import jax
+
+from .._check import check_int
 
 Backend = Literal["cpu", "accelerator"]
 
@@ -61,3 +64,38 @@ def engine_settings(
         raise ValueError(f"accumulate: expected 'host' or 'device', got {accumulate!r}")
     given = dict(chunk_size=chunk_size, beta_block=beta_block, slots=slots, accumulate=accumulate)
     return preset._replace(**{k: v for k, v in given.items() if v is not None})
+
+
+class DeviceLayout(eqx.Module):
+    """The device layout of a phase diagram, one argument for :func:`attnflow.phase_diagram`,
+    :func:`attnflow.phase_diagram_from_tokens` and their ``_result`` entry points
+    (``layout=DeviceLayout(slots=64)``): the same settings as their ``backend``, ``chunk_size``,
+    ``beta_block`` and ``slots`` keywords (which still work), None for the preset's value. No
+    result depends on it (bitwise in float64).
+
+    Attributes:
+        backend: the preset, ``"cpu"`` or ``"accelerator"`` (or a JAX platform name); None reads
+            ``jax.default_backend()``.
+        chunk_size: realisations per compiled call (memory ∝ chunk_size × n × m).
+        beta_block: β values per compiled call.
+        slots: systems integrated side by side in a call (memory ∝ slots × n × m).
+
+    Example:
+        >>> import jax.random as jr, attnflow as af
+        >>> layout = af.DeviceLayout(backend="cpu", chunk_size=4, slots=8)
+        >>> P = af.phase_diagram(jr.key(0), n=4, d=8, betas=[1.0], ts=[0.0, 30.0],
+        ...                      realizations=8, layout=layout, progress=False)
+        >>> P.shape, float(P[0, -1])
+        ((1, 2), 1.0)
+    """
+
+    backend: str | None = None
+    chunk_size: int | None = None
+    beta_block: int | None = None
+    slots: int | None = None
+
+    def __check_init__(self):
+        for name in ("chunk_size", "beta_block", "slots"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, low=1)
+        engine_settings(self.backend)  # an unknown backend is refused here, not at the solve

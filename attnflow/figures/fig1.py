@@ -115,7 +115,9 @@ def compute(model, text: str, params: dict) -> dict:
     states, tokens = pretrained.unpadded_unit_states(out)
     num_layers = model.config.num_hidden_layers
     schedule = pretrained.deep_schedule(num_layers, params["deep_layers"], params["deep_mode"])
-    deep = unit(model.hidden_states(text, max_length=params["max_length"], schedule=schedule)[0])
+    deep = unit(
+        model.hidden_states(text, max_length=params["max_length"], schedule=schedule).hidden_states
+    )
     keys = {k: params[k] for k in ("bins", "deltas", "energy_beta")}
     real, deeper = statistics(states, **keys), statistics(deep, **keys)
     snapshots = np.asarray(params["deep_snapshots"], int)

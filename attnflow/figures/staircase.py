@@ -299,34 +299,41 @@ def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     return paths + write_merge_log(events, out) + make_rescaled(params, out, seed)
 
 
-def rescaled_merge_rows(run: dict, model: list[dict]) -> list[dict]:
-    """The merge log of :func:`attnflow.models.rescaled_staircase` with the collision model's
-    prediction for each merge (``s_model``, ``tokens_model``: the model's k-th merge)."""
+def rescaled_merge_rows(run, model: list) -> list[dict]:
+    """The merge log of :func:`attnflow.models.rescaled_staircase` (a ``StaircaseRun``) with the
+    collision model's prediction for each merge (``s_model``, ``tokens_model``: the model's k-th
+    merge, a ``CollisionEvent``)."""
     rows = []
-    for k, event in enumerate(run["merges"]):
+    for k, event in enumerate(run.merges):
         predicted = model[k] if k < len(model) else None
         rows.append(
             {
-                **event,
-                "s_model": predicted["s"] if predicted else float("nan"),
-                "tokens_model": predicted["tokens"] if predicted else [],
-                "level_model": predicted["level"] if predicted else float("nan"),
+                "s": event.time,
+                "clusters_before": event.clusters_before,
+                "clusters_after": event.clusters_after,
+                "masses": event.masses,
+                "tokens": event.tokens,
+                "energy_before": event.energy_before,
+                "energy_after": event.energy_after,
+                "s_model": predicted.s if predicted else float("nan"),
+                "tokens_model": predicted.tokens if predicted else [],
+                "level_model": predicted.level if predicted else float("nan"),
             }
         )
     return rows
 
 
-def plot_rescaled(run: dict, model: list[dict], params: dict):
+def plot_rescaled(run, model: list, params: dict):
     """Angles and φ against the rescaled time s (arclength / log β), with the collision model's
     staircase (levels Σ m_q² at the predicted merge positions) dashed."""
     from attnflow.plot._common import plt
 
     fig, axes = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
-    final = np.angle(np.mean(np.exp(1j * run["theta"][-1])))
-    angles = np.angle(np.exp(1j * (run["theta"] - final)))
+    final = np.angle(np.mean(np.exp(1j * run.theta[-1])))
+    angles = np.angle(np.exp(1j * (run.theta - final)))
     jumps = np.abs(np.diff(angles, axis=0)) > np.pi
     angles[1:][jumps] = np.nan
-    axes[0].plot(run["s"], angles, lw=0.8)
+    axes[0].plot(run.time, angles, lw=0.8)
     axes[0].set(
         ylabel="θ_i − θ_final",
         title=(
@@ -334,13 +341,13 @@ def plot_rescaled(run: dict, model: list[dict], params: dict):
             f"β = {params['rescaled_beta']:g}"
         ),
     )
-    axes[1].plot(run["s"], run["energy"], lw=1.2, label="φ(s), rescaled flow")
+    axes[1].plot(run.time, run.energy, lw=1.2, label="φ(s), rescaled flow")
     n = params["rescaled_n"]
-    s_model = [0.0] + [e["s"] for e in model]
-    levels = [1 / n] + [e["level"] for e in model]
+    s_model = [0.0] + [e.s for e in model]
+    levels = [1 / n] + [e.level for e in model]
     axes[1].step(s_model, levels, where="post", ls="--", color="k", lw=0.9, label="collision model")
-    for event in run["merges"]:
-        axes[1].axvline(event["s"], color="0.85", lw=0.5, zorder=0)
+    for event in run.merges:
+        axes[1].axvline(event.time, color="0.85", lw=0.5, zorder=0)
     axes[1].set(xlabel="s = arclength / log β", ylabel="φ = 2β e^{−β} E_β")
     axes[1].legend(fontsize=8)
     fig.tight_layout()
@@ -359,16 +366,16 @@ def make_rescaled(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Pa
     model = af.models.collision_model(theta0, beta)
     rows = rescaled_merge_rows(run, model)
     fig = plot_rescaled(run, model, params)
-    data = {k: run[k] for k in ("s", "theta", "energy", "levels", "counts")}
-    data["merge_s"] = np.array([e["s"] for e in run["merges"]])
-    data["model_s"] = np.array([e["s"] for e in model])
+    data = {"s": run.time, **{k: getattr(run, k) for k in ("theta", "energy", "levels", "counts")}}
+    data["merge_s"] = np.array([e.time for e in run.merges])
+    data["model_s"] = np.array([e.s for e in model])
     same = [r["tokens"] == r["tokens_model"] for r in rows]
     record = {
         "n": n,
         "beta": beta,
         "seed": seed,
-        "steps": run["steps"],
-        "finished": run["finished"],
+        "steps": run.steps,
+        "finished": run.finished,
         "merges": len(rows),
         "merges_as_predicted": int(sum(same)),
         "sequence_as_predicted": bool(all(same) and len(model) == len(rows)),

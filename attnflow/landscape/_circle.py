@@ -1,19 +1,18 @@
 """The circle d = 2 in angle coordinates x_i = (cos θ_i, sin θ_i) (GLPR §7, App. B;
 docs/maths.md §6–7).
 
-Energy (7.4), the (USA)/(SA) fields (7.1) on angles, the Hessian on the torus T^n (App. B), the
-kernel g of Fig. 6 and (B.3), the root τ*_β, and the threshold β_n of Theorem 5.1's proof.
-Exponentials are evaluated as e^β · e^{β(cos − 1)} so that the sums never overflow before the
-final factor.
+Energy (7.4), the (USA)/(SA) fields (7.1) on angles and the Hessian on the torus T^n (App. B);
+the closed forms of App. B (the kernel g of Fig. 6 and (B.3), the root τ*_β, the threshold β_n of
+Theorem 5.1's proof) are in ``attnflow.theory``. Exponentials are evaluated as
+e^β · e^{β(cos − 1)} so that the sums never overflow before the final factor.
 """
 
-import math
 from typing import Literal
 
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, check_int, check_real_values, check_sa_normalization
+from .._check import check_beta, check_sa_normalization
 
 
 def _check_angles(theta):
@@ -104,26 +103,6 @@ def circle_field(
     return pull * jnp.exp(beta) / theta.shape[0]
 
 
-def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[Array, "*shape"]:
-    """g(τ) = e^{β cos τ} ((d − 1) cos τ − β sin² τ): App. B (d = 2, Fig. 6) and (B.3).
-
-    For d = 2 the torus Hessian of (7.4) is built from it
-    (:func:`attnflow.landscape.torus_hessian`); it is negative
-    for τ*_β < |τ| ≤ π (:func:`attnflow.theory.tau_star`).
-
-    Example:
-        >>> import attnflow as af
-        >>> round(float(af.theory.hessian_kernel(0.0, 2.0)), 6)  # e^β
-        7.389056
-    """
-    beta = check_beta(beta)
-    _check_dimension(d)
-    tau = jnp.asarray(tau)
-    if not jnp.issubdtype(tau.dtype, jnp.floating):
-        tau = tau.astype(float)
-    return jnp.exp(beta * jnp.cos(tau)) * ((d - 1) * jnp.cos(tau) - beta * jnp.sin(tau) ** 2)
-
-
 def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
     """The Euclidean Hessian on T^n of the energy (7.4), App. B:
 
@@ -148,59 +127,10 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
     return jnp.exp(beta) * (kernel - jnp.diag(jnp.sum(kernel, axis=1))) / n**2
 
 
-def _check_dimension(d):
-    return check_int(d, "d", low=2)
-
-
-def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*shape"]:
-    """τ*_β: the root in [0, π/2] of β sin² τ = (d − 1) cos τ (App. B, Fig. 6; (B.3) for d > 2).
-
-    Closed form (docs/maths.md §7, derived): cos τ* = (−(d−1) + √((d−1)² + 4β²)) / (2β), evaluated
-    in the cancellation-free form 2β / ((d−1) + √((d−1)² + 4β²)), and τ* = atan2(sin τ*, cos τ*)
-    with sin² τ* = (d−1) cos τ*/β, accurate for all β ≥ 0 (τ*_0 = π/2, τ* ≈ √((d−1)/β) as β → ∞).
-    The kernel g of :func:`hessian_kernel` is positive on |τ| < τ* and negative on τ* < |τ| ≤ π.
-
-    Example:
-        >>> import attnflow as af
-        >>> round(float(af.theory.tau_star(6.0)), 6)
-        0.402377
-    """
-    d = _check_dimension(d)
-    beta = check_real_values(beta, "beta", low=0)
-    if not jnp.issubdtype(beta.dtype, jnp.floating):
-        beta = beta.astype(float)
-    a = d - 1
-    cos = 2 * beta / (a + jnp.sqrt(a**2 + 4 * beta**2))
-    # sin² = a cos / β = 2a / (a + √(a² + 4β²)): finite at β = 0
-    sin = jnp.sqrt(2 * a / (a + jnp.sqrt(a**2 + 4 * beta**2)))
-    return jnp.arctan2(sin, cos)
-
-
-def strict_saddle_threshold(n: int) -> float:
-    """β_n = cos a / sin² a, a = π/(2(n − 1)): the β beyond which Theorem 5.1's proof works (d = 2).
-
-    The proof needs (n − 1) τ*_β < π/2, i.e. β > β_n ≈ 4(n − 1)²/π²; then on the circle every
-    critical point of E_β other than synchrony is a strict saddle. docs/maths.md §7 / §11.5: the
-    paper's §7 and Fig. 2 quote n²/π², which matches the weaker condition (n − 1)τ* < π instead;
-    this function returns the proof's constant.
-
-    Example:
-        >>> import attnflow as af
-        >>> [round(af.theory.strict_saddle_threshold(n), 2) for n in (4, 8, 32)]
-        [3.46, 19.69, 389.31]
-    """
-    n = check_int(n, "n", low=2)
-    a = math.pi / (2 * (int(n) - 1))
-    return math.cos(a) / math.sin(a) ** 2
-
-
 __all__ = [
     "circle_tokens",
     "circle_angles",
     "circle_energy",
     "circle_field",
-    "hessian_kernel",
     "torus_hessian",
-    "tau_star",
-    "strict_saddle_threshold",
 ]

@@ -7,7 +7,6 @@ from many configurations, deduplicates the critical points modulo rotations and 
 and classifies each with :func:`attnflow.classify_critical_point`.
 """
 
-import dataclasses
 import math
 
 import equinox as eqx
@@ -103,8 +102,7 @@ def configuration_signature(x) -> np.ndarray:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class SurveyPoint:
+class SurveyPoint(eqx.Module):
     """One critical point found by :func:`attnflow.landscape.survey_critical_points` (up to
     rotation/permutation).
 
@@ -154,8 +152,7 @@ class SurveyPoint:
         return self.kind == "degenerate" and self.num_positive == 0 and not self.synchronised
 
 
-@dataclasses.dataclass(frozen=True)
-class LandscapeSurvey:
+class LandscapeSurvey(eqx.Module):
     """The outcome of :func:`attnflow.landscape.survey_critical_points` for one (n, d, β).
 
     Attributes:

@@ -25,18 +25,25 @@ exactly rather than by fixed steps:
 
 :func:`collision_model` predicts the merge sequence from pairwise two-body merge times, and the
 merge positions in s from the arclength of two-body merges.
+
+:func:`modified_usa` is the staircase theorem's own dynamics (arXiv:2410.06833v1, §6): the same
+loop with particles glued inside the collision radius, in the theorem's time; its closed forms
+(collision radius, pair merge time, plateaus) are in ``attnflow.theory``.
 """
 
 import functools
 import math
 from typing import Literal
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
 from .._check import (
+    check_angles,
+    check_beta_above_one,
     check_finite_scalar,
     check_int,
     check_positive_scalar,
@@ -44,7 +51,86 @@ from .._check import (
     expected,
 )
 from .._integrators._dopri5 import dopri5_step, error_norm, step_factor
+from .._legacy_access import LegacyItemAccess
 from ..theory._metastability import two_body_log_time
+from ..theory._staircase import collision_radius
+
+
+class StaircaseMerge(LegacyItemAccess):
+    """One merge of :func:`attnflow.models.rescaled_staircase` or
+    :func:`attnflow.models.modified_usa`. It was a dict whose time key was named by the clock
+    (``"s"`` or ``"t"``): ``merge["s"]`` (``merge["t"]``) still returns ``merge.time``, and the
+    other keys their fields, with a DeprecationWarning, for one release.
+
+    Attributes:
+        time: when the merge happens, on the run's clock.
+        clusters_before, clusters_after: the number of clusters before and after.
+        masses: [m_a, m_b] the masses of the two clusters (the survivor first in the modified USA).
+        tokens: the smallest token index on each side.
+        energy_before, energy_after: φ just before and after the merge.
+        clock: ``"s"`` (the arclength clock of rescaled_staircase) or ``"t"`` (the new time of
+            modified_usa).
+    """
+
+    time: float
+    clusters_before: int
+    clusters_after: int
+    masses: list[float]
+    tokens: list[int]
+    energy_before: float
+    energy_after: float
+    clock: str = eqx.field(static=True)
+
+
+class StaircaseRun(LegacyItemAccess):
+    """The path of :func:`attnflow.models.rescaled_staircase` or
+    :func:`attnflow.models.modified_usa`: one row per accepted step and per merge. It was a dict
+    whose time key was named by the clock: ``run["s"]`` (``run["t"]``) still returns
+    ``run.time``, and the other keys their fields, with a DeprecationWarning, for one release.
+
+    Attributes:
+        time: (R,) the clock: s (arclength / log β) or t (the staircase time).
+        theta: (R, n) every token, merged ones at their cluster's angle.
+        energy: (R,) φ = (1/n²) Σ_ij e^{β(cos(θ_i − θ_j) − 1)}.
+        levels: (R,) Σ_q m_q² over the cluster masses.
+        counts: (R,) the number of clusters.
+        merges: the merges, a list of :class:`attnflow.models.StaircaseMerge`.
+        steps: the steps taken (accepted and rejected).
+        finished: one cluster is left.
+        clock: ``"s"`` or ``"t"``, the name of the time variable.
+    """
+
+    time: np.ndarray
+    theta: np.ndarray
+    energy: np.ndarray
+    levels: np.ndarray
+    counts: np.ndarray
+    merges: list[StaircaseMerge]
+    steps: int
+    finished: bool
+    clock: str = eqx.field(static=True)
+
+
+class CollisionEvent(LegacyItemAccess):
+    """One merge predicted by :func:`attnflow.models.collision_model`. It was a dict:
+    ``event["tokens"]`` still returns ``event.tokens``, with a DeprecationWarning, for one
+    release.
+
+    Attributes:
+        tokens: the smallest token index on each side.
+        masses: [m_a, m_b] the masses of the two clusters.
+        gap: u, their gap.
+        log_time: the log two-body merge time.
+        s: the predicted merge position on the arclength clock of rescaled_staircase.
+        level: Σ m_q² after the merge.
+    """
+
+    tokens: list[int]
+    masses: list[float]
+    gap: float
+    log_time: float
+    s: float
+    level: float
 
 
 def _half_gap(diff):
@@ -198,7 +284,7 @@ def _initial_carry(theta0, k1, rows):
 @functools.partial(jax.jit, static_argnames=("max_steps", "scheme"))
 def _run(theta0, beta, s_max, rtol, atol, merge_tol, max_steps, scheme):
     """The shared loop: ``scheme`` is ``"usa"`` or ``"sa"`` (the arclength flow of
-    :func:`rescaled_staircase`) or ``"theorem"`` (:func:`attnflow.models.modified_usa`)."""
+    :func:`rescaled_staircase`) or ``"theorem"`` (:func:`modified_usa`)."""
     n = theta0.shape[0]
     log_beta = jnp.log(beta)
     glue = scheme == "theorem"
@@ -288,7 +374,7 @@ def rescaled_staircase(
     atol: float | None = None,
     merge_tol: float = 1e-8,
     max_steps: int = 20000,
-) -> dict:
+) -> StaircaseRun:
     """The time-rescaled staircase flow on the circle (GKPR24; the authors' ``time_rescale_3``,
     integrated exactly): dθ/ds = log β · ∇φ/|∇φ| from angles ``theta0``, with clusters merged
     when 2β sin²(u/2) ≤ ``merge_tol``, until one cluster is left or s = ``s_max``.
@@ -312,17 +398,20 @@ def rescaled_staircase(
         max_steps: step budget (accepted and rejected).
 
     Returns:
-        A dict of NumPy arrays: ``s`` (R,), ``theta`` (R, n) (every token, merged ones at their
-        cluster's angle), ``energy`` φ (R,), ``levels`` Σ m_q² (R,), ``counts`` (R,), one row per
-        accepted step and per merge; ``merges``: a list of dicts (``s``, ``clusters_before``,
-        ``clusters_after``, ``masses``, ``tokens`` (the smallest token index on each side),
-        ``energy_before``, ``energy_after``); ``steps`` and ``finished`` (one cluster left).
+        A :class:`attnflow.models.StaircaseRun` with ``clock="s"``: ``time`` the arclength s
+        (R,), ``theta`` (R, n) (every token, merged ones at their cluster's angle), ``energy``
+        φ (R,), ``levels`` Σ m_q² (R,), ``counts`` (R,), one row per accepted step and per
+        merge; ``merges``: a list of :class:`attnflow.models.StaircaseMerge` (``time``,
+        ``clusters_before``, ``clusters_after``, ``masses``, ``tokens`` (the smallest token
+        index on each side), ``energy_before``, ``energy_after``); ``steps`` and ``finished``
+        (one cluster left). It was a dict: ``run["s"]`` and the other keys still work for one
+        release, with a DeprecationWarning.
 
     Example:
         >>> import numpy as np
         >>> from attnflow.models import rescaled_staircase
         >>> run = rescaled_staircase(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)
-        >>> len(run["merges"]), int(run["counts"][-1]), round(float(run["energy"][-1]), 12)
+        >>> len(run.merges), int(run.counts[-1]), round(float(run.energy[-1]), 12)
         (3, 1, 1.0)
     """
     theta0 = _check_angles(theta0, beta)
@@ -354,8 +443,8 @@ def _simulate(theta, beta, horizon, rtol, atol, merge_tol, max_steps, scheme, cl
 
 
 def _collect(out, n, clock):
-    """The dict returned by :func:`rescaled_staircase` and :func:`modified_usa`, with the time
-    variable under the key ``clock``."""
+    """The :class:`StaircaseRun` returned by :func:`rescaled_staircase` and :func:`modified_usa`,
+    with the time variable named ``clock``."""
     out = jax.tree_util.tree_map(np.asarray, out)
     rows = int(out["rows"])
     counts = out["count_path"][:rows]
@@ -364,30 +453,32 @@ def _collect(out, n, clock):
     for k in range(int(out["merges"])):
         a, b = (int(t) for t in out["merge_tokens"][k])
         merges.append(
-            {
-                clock: float(out["merge_s"][k]),
-                "clusters_before": n - k,
-                "clusters_after": n - k - 1,
-                "masses": [float(m) for m in out["merge_masses"][k]],
-                "tokens": sorted([min(members[a]), min(members[b])]),
-                "energy_before": float(out["merge_energy"][k, 0]),
-                "energy_after": float(out["merge_energy"][k, 1]),
-            }
+            StaircaseMerge(
+                time=float(out["merge_s"][k]),
+                clusters_before=n - k,
+                clusters_after=n - k - 1,
+                masses=[float(m) for m in out["merge_masses"][k]],
+                tokens=sorted([min(members[a]), min(members[b])]),
+                energy_before=float(out["merge_energy"][k, 0]),
+                energy_after=float(out["merge_energy"][k, 1]),
+                clock=clock,
+            )
         )
         members[a] = members[a] + members.pop(b)
-    return {
-        clock: out["s_path"][:rows],
-        "theta": out["theta_path"][:rows],
-        "energy": out["energy_path"][:rows],
-        "levels": out["level_path"][:rows],
-        "counts": counts,
-        "merges": merges,
-        "steps": int(out["steps"]),
-        "finished": bool(counts[-1] == 1),
-    }
+    return StaircaseRun(
+        time=out["s_path"][:rows],
+        theta=out["theta_path"][:rows],
+        energy=out["energy_path"][:rows],
+        levels=out["level_path"][:rows],
+        counts=counts,
+        merges=merges,
+        steps=int(out["steps"]),
+        finished=bool(counts[-1] == 1),
+        clock=clock,
+    )
 
 
-def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
+def collision_model(theta0: ArrayLike, beta: float) -> list[CollisionEvent]:
     """The merge sequence predicted by pairwise two-body merges (GKPR24's heuristic; the
     authors' ``algo_traj_1`` merges the closest pair, the β → ∞ limit of this).
 
@@ -400,13 +491,15 @@ def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
 
         s_k = Σ_{l ≤ k} u_l √(n m_a m_b / (m_a + m_b)) / log β.
 
-    Returns one dict per merge: ``tokens`` (the smallest token index on each side), ``masses``,
-    ``gap``, ``log_time`` (log two-body time), ``s`` (predicted), ``level`` (Σ m_q² after).
+    Returns one :class:`attnflow.models.CollisionEvent` per merge: ``tokens`` (the smallest token
+    index on each side), ``masses``, ``gap``, ``log_time`` (log two-body time), ``s``
+    (predicted), ``level`` (Σ m_q² after). The old dict keys (``event["tokens"]``) still work for
+    one release, with a DeprecationWarning.
 
     Example:
         >>> import numpy as np
         >>> from attnflow.models import collision_model
-        >>> [e["tokens"] for e in collision_model(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)]
+        >>> [e.tokens for e in collision_model(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)]
         [[0, 1], [2, 3], [0, 2]]
     """
     theta = np.mod(np.asarray(theta0, float), 2 * np.pi)
@@ -439,13 +532,69 @@ def collision_model(theta0: ArrayLike, beta: float) -> list[dict]:
         clusters[a] = merged
         del clusters[b]
         events.append(
-            {
-                "tokens": sorted([min(left["tokens"]), min(right["tokens"])]),
-                "masses": [m_a, m_b],
-                "gap": gap,
-                "log_time": log_t,
-                "s": s,
-                "level": float(sum(c["mass"] ** 2 for c in clusters)),
-            }
+            CollisionEvent(
+                tokens=sorted([min(left["tokens"]), min(right["tokens"])]),
+                masses=[m_a, m_b],
+                gap=gap,
+                log_time=log_t,
+                s=s,
+                level=float(sum(c["mass"] ** 2 for c in clusters)),
+            )
         )
     return events
+
+
+def modified_usa(
+    theta0: ArrayLike,
+    beta: float,
+    *,
+    t_max: float = math.inf,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    max_steps: int = 20000,
+) -> StaircaseRun:
+    """The modified USA on the circle in the staircase time (arXiv:2410.06833v1, §6, Definition
+    "modified USA" and compt: reparam; the statement is with the staircase closed forms of
+    ``attnflow.theory``, :func:`attnflow.theory.staircase_plateaus`): angles ``theta0`` (n,)
+    follow
+
+        dθ_i/dt = (log β/|S|²) Σ_{j ∈ S} e^{β(cos(θ_j − θ_i) − cos u)} sin(θ_j − θ_i),   i ∈ S,
+
+    (USA) times the time change τ̇_β = log β e^{β(1 − cos u)}, u the closest pair of survivors;
+    the exponents are ≤ 0, so any β works. Merge rule: when two survivors come within
+    1/√(β log β) (:func:`collision_radius`), the one of smaller token index is glued to the other
+    (it moves with it from then on and leaves S); the step that crosses the radius is shortened
+    so that the merge time is located to ~1e-9/(c log β). Integrated by the package's
+    Dormand–Prince loop (the one of :func:`attnflow.models.rescaled_staircase`) in the dtype of
+    ``theta0``
+    (float64 needs ``jax_enable_x64``; the default tolerances are for float64), until one
+    particle is left or t = ``t_max``. Its closed forms (merge times and plateau levels) are
+    :func:`attnflow.theory.staircase_plateaus` and :func:`attnflow.theory.pair_merge_time`.
+
+    Returns a :class:`attnflow.models.StaircaseRun` with ``clock="t"``: ``time`` (R,) the new
+    time t, ``theta`` (R, n) (glued particles at their survivor's angle), ``energy``
+    φ = 2β E_β (R,), ``levels`` Σ m_q² (R,) with m_q the fraction of tokens glued together,
+    ``counts`` (R,); ``merges``: a list of :class:`attnflow.models.StaircaseMerge` (``time``,
+    ``clusters_before``, ``clusters_after``, ``masses`` [survivor, glued], ``tokens``,
+    ``energy_before``, ``energy_after``); ``steps``; ``finished``. The old dict keys (``run["t"]``,
+    ``merge["t"]``) still work for one release, with a DeprecationWarning.
+
+    Example:
+        >>> import numpy as np
+        >>> from attnflow.models import modified_usa
+        >>> run = modified_usa(0.4 * np.array([0.0, 1.0, 3.0, 7.0]), 1000.0)
+        >>> [round(m.time, 3) for m in run.merges]
+        [4.074, 7.006, 8.644]
+        >>> [round(m.energy_after, 6) for m in run.merges]
+        [0.375, 0.625, 1.0]
+    """
+    beta = check_beta_above_one(beta)
+    theta = check_angles(theta0, "theta0")
+    real = isinstance(t_max, (int, float, np.integer, np.floating))
+    if isinstance(t_max, bool) or not real or not float(t_max) > 0:
+        expected("t_max", "a time > 0 (inf: until one particle is left)", t_max)
+    rtol, atol = float(check_tolerance(rtol, "rtol")), float(check_tolerance(atol, "atol"))
+    max_steps = check_int(max_steps, "max_steps", low=1)
+    theta = jnp.asarray(theta)
+    merge_tol = 2 * beta * math.sin(collision_radius(beta) / 2) ** 2
+    return _simulate(theta, beta, t_max, rtol, atol, merge_tol, max_steps, "theorem", "t")

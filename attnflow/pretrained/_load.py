@@ -4,14 +4,16 @@ import importlib
 import importlib.util
 import json
 import pathlib
-from typing import NamedTuple
+from typing import ClassVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from .._check import check_int
+from .._legacy_access import LegacyItemAccess
 from ._config import EncoderConfig
 from ._encoder import Embeddings, Encoder, EncoderBlock, LayerNorm
 
@@ -195,8 +197,10 @@ def _tokenizer(folder: pathlib.Path, config: EncoderConfig):
     return tokenizer
 
 
-class HiddenStates(NamedTuple):
-    """What :meth:`PretrainedModel.hidden_states` returns.
+class HiddenStates(LegacyItemAccess):
+    """What :meth:`PretrainedModel.hidden_states` returns. It was a NamedTuple: ``out[0]`` and
+    unpacking (``states, tokens, mask, ids = out``) still work for one release, with a
+    DeprecationWarning; use the fields.
 
     Attributes:
         hidden_states: (1 + layers, n, d): the embedding output, then each layer's output.
@@ -206,9 +210,11 @@ class HiddenStates(NamedTuple):
     """
 
     hidden_states: Float[Array, "layers n d"]
-    tokens: tuple[str, ...]
+    tokens: tuple[str, ...] = eqx.field(static=True)
     attention_mask: Bool[Array, " n"]
     input_ids: Int[Array, " n"]
+
+    _was_tuple: ClassVar[bool] = True
 
 
 class PretrainedModel:

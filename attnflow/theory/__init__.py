@@ -1,17 +1,30 @@
-"""Closed forms from the papers (docs/maths.md), each tested against an independent computation.
+"""Closed forms only (no solves): formulas from the papers (docs/maths.md), each tested against an
+independent computation.
 
-Functions are grouped by topic in private modules (``_clustering``: clustering of SA/USA from
-arXiv:2312.10794; ``_kinetic``: lost in the middle; ``_measures``: optimal measures;
-``_metastability``: dynamic metastability on the circle) and re-exported here.
+Functions are grouped by concept in private modules (``_clustering``: clustering of SA/USA from
+arXiv:2312.10794; ``_circle``: the Hessian kernel and τ*; ``_configurations``: optimal
+configurations; ``_kinetic``: lost in the middle; ``_measures``: optimal measures;
+``_metastability``: dynamic metastability on the circle; ``_metastability_bounds``: the caps and
+times of the metastability theorem; ``_staircase``: the staircase theorem's merge times and
+plateaus) and re-exported here.
 """
 
 from .._attention_scaling import long_context_beta as long_context_beta
-from ..landscape._circle import (
+from ._circle import (
     hessian_kernel as hessian_kernel,
     strict_saddle_threshold as strict_saddle_threshold,
     tau_star as tau_star,
 )
-from ..landscape._configurations import (
+from ._clustering import (
+    clustering_beta as clustering_beta,
+    clustering_time as clustering_time,
+    cone_collapse_bound as cone_collapse_bound,
+    cone_collapse_rate as cone_collapse_rate,
+    orthogonal_inner_product as orthogonal_inner_product,
+    orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
+    wendel as wendel,
+)
+from ._configurations import (
     KNOWN_SPECTRA as KNOWN_SPECTRA,
     cell600 as cell600,
     cross_polytope as cross_polytope,
@@ -25,15 +38,6 @@ from ..landscape._configurations import (
     optimal_energy as optimal_energy,
     regular_polygon as regular_polygon,
     simplex as simplex,
-)
-from ._clustering import (
-    clustering_beta as clustering_beta,
-    clustering_time as clustering_time,
-    cone_collapse_bound as cone_collapse_bound,
-    cone_collapse_rate as cone_collapse_rate,
-    orthogonal_inner_product as orthogonal_inner_product,
-    orthogonal_inner_product_beta0 as orthogonal_inner_product_beta0,
-    wendel as wendel,
 )
 from ._equiangular import (
     EquiangularAsymptotics as EquiangularAsymptotics,
@@ -83,5 +87,17 @@ from ._metastability import (
     metastable_growth_rates as metastable_growth_rates,
     two_body_log_time as two_body_log_time,
     uniform_circle_mode_count as uniform_circle_mode_count,
+)
+from ._metastability_bounds import (
+    MetastabilityBounds as MetastabilityBounds,
+    metastability_bounds as metastability_bounds,
+)
+from ._staircase import (
+    StaircasePlateaus as StaircasePlateaus,
+    collision_radius as collision_radius,
+    pair_merge_time as pair_merge_time,
+    staircase_log_time_change as staircase_log_time_change,
+    staircase_plateaus as staircase_plateaus,
+    well_prepared_constant as well_prepared_constant,
 )
 from ._normalization import normalized_equiangular_rhs as normalized_equiangular_rhs

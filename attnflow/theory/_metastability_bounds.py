@@ -69,12 +69,11 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .._check import check_positive_scalar, check_tokens, expected
-from ._staircase_theorem import _beta_above_one
+from .._check import check_beta_above_one, check_positive_scalar, check_tokens, expected
 
 
 class MetastabilityBounds(eqx.Module):
-    """The result of :func:`attnflow.models.metastability_bounds` (see its docstring).
+    """The result of :func:`attnflow.theory.metastability_bounds` (see its docstring).
 
     Attributes:
         alpha: the separation α of the caps S_q(2ε).
@@ -162,11 +161,11 @@ def metastability_bounds(
             e^β times faster than the paper's (USA): times multiplied by e^{−β}).
 
     Returns:
-        A :class:`attnflow.models.MetastabilityBounds`.
+        A :class:`attnflow.theory.MetastabilityBounds`.
 
     Example:
         >>> import numpy as np
-        >>> from attnflow.models import metastability_bounds
+        >>> from attnflow.theory import metastability_bounds
         >>> on_circle = lambda a: np.stack([np.cos(a), np.sin(a)], axis=-1)
         >>> x0 = on_circle(np.array([-0.1, 0.0, 0.1, 1.4, 1.5, 1.6]))
         >>> b = metastability_bounds(x0, on_circle(np.array([0.0, 1.5])), 0.01, 25.0)
@@ -188,7 +187,7 @@ def metastability_bounds(
     epsilon = float(check_positive_scalar(epsilon, "epsilon", what="ε"))
     if not epsilon < 1 / 16:
         expected("epsilon", "ε in (0, 1/16) (the theorem's range)", epsilon)
-    beta = _beta_above_one(beta)
+    beta = check_beta_above_one(beta)
     if lam is not None:
         lam = float(check_positive_scalar(lam, "lam", what="λ"))
     if normalization not in ("softmax", "n"):

@@ -1,5 +1,7 @@
-"""The staircase theorem of dynamic metastability (Geshkovski, Koubbi, Polyanskiy, Rigollet,
-arXiv:2410.06833v1, §6, Theorem "staircase"): its own objects, as the authors state them.
+"""The staircase of dynamic metastability: the closed forms of the staircase theorem (Geshkovski,
+Koubbi, Polyanskiy, Rigollet, arXiv:2410.06833v1, §6, Theorem "staircase"), its own objects as
+the authors state them. The simulation it describes, the modified USA, is
+:func:`attnflow.models.modified_usa`.
 
 On the circle, (USA) (their (eq: usa.angles), the gradient of the printed energy
 E_β = (1/(2β e^β n²)) Σ_ij e^{β cos(θ_i − θ_j)}) reads
@@ -9,7 +11,7 @@ E_β = (1/(2β e^β n²)) Σ_ij e^{β cos(θ_i − θ_j)}) reads
 - **Modified USA** (Definition "modified USA"): when two particles come within the collision
   radius r_β = 1/√(β log β), one is glued to the other and leaves the system; the survivors S
   follow (USA) among themselves (the 1/|S|² counts survivors only).
-  :func:`modified_usa`, merge rule in :func:`collision_radius`.
+  :func:`attnflow.models.modified_usa`, merge rule in :func:`collision_radius`.
 - **Time change** (compt: reparam): τ̇_β = log β · m(θ̃), τ_β(0) = 0, θ̃ = θ̄ ∘ τ_β, with m the
   rate e^{β(1 − cos(θ_i − θ_j))} of the *closest* pair farther apart than r_β
   (:func:`staircase_log_time_change`). The paper prints a max; its proof
@@ -38,41 +40,11 @@ itself gives no explicit T_k: those above are the pair lemma applied merge by me
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .._check import (
-    as_array,
-    check_beta,
-    check_int,
-    check_positive_scalar,
-    check_real,
-    check_tolerance,
-    expected,
-)
-from ._metastability import _simulate
-
-
-def _beta_above_one(beta) -> float:
-    beta = float(check_beta(beta, positive=True))
-    if not beta > 1:
-        expected("beta", "a finite scalar > 1 (the staircase uses log β)", beta)
-    return beta
-
-
-def _angles(theta, name: str) -> np.ndarray:
-    """Finite real angles of shape (n,), n >= 2, as a floating NumPy array."""
-    theta = np.asarray(check_real(as_array(theta, name), name))
-    if theta.dtype.kind not in "iuf":
-        expected(name, "real angles", f"= an array of dtype {theta.dtype}")
-    if theta.ndim != 1 or theta.shape[0] < 2:
-        expected(name, "angles of shape (n,) with n >= 2", f"= shape {theta.shape}")
-    if theta.dtype.kind != "f":
-        theta = theta.astype(float)
-    if not np.all(np.isfinite(theta)):
-        expected(name, "finite angles", "= NaN or inf")
-    return theta
+from .._check import check_angles, check_beta_above_one, check_positive_scalar, expected
+from .._legacy_access import LegacyItemAccess
 
 
 def collision_radius(beta: float) -> float:
@@ -80,11 +52,11 @@ def collision_radius(beta: float) -> float:
     Definition "modified USA"): two particles closer than r_β are merged.
 
     Example:
-        >>> from attnflow.models import collision_radius
+        >>> from attnflow.theory import collision_radius
         >>> round(collision_radius(1000.0), 6)
         0.012032
     """
-    beta = _beta_above_one(beta)
+    beta = check_beta_above_one(beta)
     return 1.0 / math.sqrt(beta * math.log(beta))
 
 
@@ -97,12 +69,12 @@ def staircase_log_time_change(theta: ArrayLike, beta: float) -> float:
 
     Example:
         >>> import numpy as np
-        >>> from attnflow.models import staircase_log_time_change
+        >>> from attnflow.theory import staircase_log_time_change
         >>> round(staircase_log_time_change(np.array([0.0, 0.4, 1.2]), 100.0), 6)
         9.42108
     """
-    beta = _beta_above_one(beta)
-    theta = _angles(theta, "theta").astype(float)
+    beta = check_beta_above_one(beta)
+    theta = check_angles(theta, "theta").astype(float)
     diff = theta[:, None] - theta[None, :]
     gap = 2 * np.sin(0.5 * diff) ** 2  # 1 − cos, without cancellation
     distance = np.abs(np.angle(np.exp(1j * diff)))
@@ -124,11 +96,11 @@ def pair_merge_time(gap: float, beta: float, c: float, *, threshold: float | Non
     of survivors.
 
     Example:
-        >>> from attnflow.models import pair_merge_time
+        >>> from attnflow.theory import pair_merge_time
         >>> round(pair_merge_time(0.4, 1000.0, 0.5), 10)
         1.0183789852
     """
-    beta = _beta_above_one(beta)
+    beta = check_beta_above_one(beta)
     gap = float(check_positive_scalar(gap, "gap", what="gap"))
     if gap >= math.pi:
         expected("gap", "a gap 0 < gap < π", gap)
@@ -151,12 +123,12 @@ def well_prepared_constant(theta: ArrayLike, beta: float) -> float:
 
     Example:
         >>> import numpy as np
-        >>> from attnflow.models import well_prepared_constant
+        >>> from attnflow.theory import well_prepared_constant
         >>> round(well_prepared_constant(0.4 * np.array([0.0, 1.0, 3.0, 7.0]), 200.0), 4)
         8.4689
     """
-    beta = _beta_above_one(beta)
-    theta = _angles(theta, "theta").astype(float)
+    beta = check_beta_above_one(beta)
+    theta = check_angles(theta, "theta").astype(float)
     if np.any(np.diff(theta) <= 0) or theta[0] < 0 or theta[-1] > math.pi:
         return -math.inf
     n = len(theta)
@@ -168,33 +140,53 @@ def well_prepared_constant(theta: ArrayLike, beta: float) -> float:
     return worst
 
 
-def staircase_plateaus(theta0: ArrayLike, beta: float) -> dict:
+class StaircasePlateaus(LegacyItemAccess):
+    """The result of :func:`attnflow.theory.staircase_plateaus` (see its docstring). It was a
+    dict: ``p["times"]`` still returns ``p.times``, with a DeprecationWarning, for one release.
+
+    Attributes:
+        times: (n−1,) the predicted merge times T_1 < … < T_{n−1} at this β.
+        limit_times: (n−1,) their β → ∞ limits Σ_{l ≤ k} (n − l + 1)²/4.
+        levels: (n,) the plateau values Σ_q m_q² of φ = 2β E_β on (T_k, T_{k+1}).
+        tokens: (n−1, 2) the smallest token index on each side of each merge.
+        gaps: (n−1,) the gap of each merging pair.
+    """
+
+    times: np.ndarray
+    limit_times: np.ndarray
+    levels: np.ndarray
+    tokens: np.ndarray
+    gaps: np.ndarray
+
+
+def staircase_plateaus(theta0: ArrayLike, beta: float) -> StaircasePlateaus:
     """Predicted merge times and plateau levels of the modified USA in the staircase time
     (arXiv:2410.06833v1, §6: Theorem "staircase" with the pair-merging lemma applied merge by
     merge; see the module docstring).
 
     The closest pair of survivors merges next: with |S| survivors it takes
     Δ = :func:`pair_merge_time` (u, β, 2/|S|²) from its gap u, the pair's mean angle is conserved
-    and the survivor (the larger token index, as in :func:`modified_usa`) ends r_β/2 from it;
-    the other particles are taken as still (their pull is the c(β) of the lemma, exponentially
-    small for well-prepared data).
+    and the survivor (the larger token index, as in :func:`attnflow.models.modified_usa`) ends
+    r_β/2 from it; the other particles are taken as still (their pull is the c(β) of the lemma,
+    exponentially small for well-prepared data).
 
-    Returns a dict: ``times`` (n−1,) the predicted merge times T_1 < … < T_{n−1} at this β;
-    ``limit_times`` (n−1,) their β → ∞ limits Σ_{l ≤ k} (n − l + 1)²/4; ``levels`` (n,) the
-    plateau values Σ_q m_q² of φ = 2β E_β on (T_k, T_{k+1}), k = 0, …, n − 1; ``tokens``
-    (n−1, 2) the smallest token index on each side of each merge; ``gaps`` (n−1,).
+    Returns a :class:`attnflow.theory.StaircasePlateaus`: ``times`` (n−1,) the predicted merge
+    times T_1 < … < T_{n−1} at this β; ``limit_times`` (n−1,) their β → ∞ limits
+    Σ_{l ≤ k} (n − l + 1)²/4; ``levels`` (n,) the plateau values Σ_q m_q² of φ = 2β E_β on
+    (T_k, T_{k+1}), k = 0, …, n − 1; ``tokens`` (n−1, 2) the smallest token index on each side
+    of each merge; ``gaps`` (n−1,).
 
     Example:
         >>> import numpy as np
-        >>> from attnflow.models import staircase_plateaus
+        >>> from attnflow.theory import staircase_plateaus
         >>> p = staircase_plateaus(0.4 * np.array([0.0, 1.0, 3.0, 7.0]), 1000.0)
-        >>> p["levels"].tolist(), p["limit_times"].tolist()
+        >>> p.levels.tolist(), p.limit_times.tolist()
         ([0.25, 0.375, 0.625, 1.0], [4.0, 6.25, 7.25])
-        >>> np.round(p["times"], 3).tolist()
+        >>> np.round(p.times, 3).tolist()
         [4.074, 7.006, 8.644]
     """
-    beta = _beta_above_one(beta)
-    theta = _angles(theta0, "theta0").astype(float)
+    beta = check_beta_above_one(beta)
+    theta = check_angles(theta0, "theta0").astype(float)
     n = len(theta)
     radius = collision_radius(beta)
     angle = {i: float(theta[i]) for i in range(n)}
@@ -221,61 +213,10 @@ def staircase_plateaus(theta0: ArrayLike, beta: float) -> dict:
         limits.append(limit)
         gaps.append(abs(signed))
         levels.append(sum(len(m) ** 2 for m in members.values()) / n**2)
-    return {
-        "times": np.array(times),
-        "limit_times": np.array(limits),
-        "levels": np.array(levels),
-        "tokens": np.array(tokens, dtype=int).reshape(-1, 2),
-        "gaps": np.array(gaps),
-    }
-
-
-def modified_usa(
-    theta0: ArrayLike,
-    beta: float,
-    *,
-    t_max: float = math.inf,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    max_steps: int = 20000,
-) -> dict:
-    """The modified USA on the circle in the staircase time (arXiv:2410.06833v1, §6, Definition
-    "modified USA" and compt: reparam; see the module docstring): angles ``theta0`` (n,) follow
-
-        dθ_i/dt = (log β/|S|²) Σ_{j ∈ S} e^{β(cos(θ_j − θ_i) − cos u)} sin(θ_j − θ_i),   i ∈ S,
-
-    (USA) times the time change τ̇_β = log β e^{β(1 − cos u)}, u the closest pair of survivors;
-    the exponents are ≤ 0, so any β works. Merge rule: when two survivors come within
-    1/√(β log β) (:func:`collision_radius`), the one of smaller token index is glued to the other
-    (it moves with it from then on and leaves S); the step that crosses the radius is shortened
-    so that the merge time is located to ~1e-9/(c log β). Integrated by the package's
-    Dormand–Prince loop (the one of :func:`attnflow.models.rescaled_staircase`) in the dtype of
-    ``theta0``
-    (float64 needs ``jax_enable_x64``; the default tolerances are for float64), until one
-    particle is left or t = ``t_max``.
-
-    Returns a dict of NumPy arrays: ``t`` (R,) the new time, ``theta`` (R, n) (glued particles
-    at their survivor's angle), ``energy`` φ = 2β E_β (R,), ``levels`` Σ m_q² (R,) with m_q the
-    fraction of tokens glued together, ``counts`` (R,); ``merges``: a list of dicts (``t``,
-    ``clusters_before``, ``clusters_after``, ``masses`` [survivor, glued], ``tokens``,
-    ``energy_before``, ``energy_after``); ``steps``; ``finished``.
-
-    Example:
-        >>> import numpy as np
-        >>> from attnflow.models import modified_usa
-        >>> run = modified_usa(0.4 * np.array([0.0, 1.0, 3.0, 7.0]), 1000.0)
-        >>> [round(m["t"], 3) for m in run["merges"]]
-        [4.074, 7.006, 8.644]
-        >>> [round(m["energy_after"], 6) for m in run["merges"]]
-        [0.375, 0.625, 1.0]
-    """
-    beta = _beta_above_one(beta)
-    theta = _angles(theta0, "theta0")
-    real = isinstance(t_max, (int, float, np.integer, np.floating))
-    if isinstance(t_max, bool) or not real or not float(t_max) > 0:
-        expected("t_max", "a time > 0 (inf: until one particle is left)", t_max)
-    rtol, atol = float(check_tolerance(rtol, "rtol")), float(check_tolerance(atol, "atol"))
-    max_steps = check_int(max_steps, "max_steps", low=1)
-    theta = jnp.asarray(theta)
-    merge_tol = 2 * beta * math.sin(collision_radius(beta) / 2) ** 2
-    return _simulate(theta, beta, t_max, rtol, atol, merge_tol, max_steps, "theorem", "t")
+    return StaircasePlateaus(
+        times=np.array(times),
+        limit_times=np.array(limits),
+        levels=np.array(levels),
+        tokens=np.array(tokens, dtype=int).reshape(-1, 2),
+        gaps=np.array(gaps),
+    )
