@@ -92,6 +92,7 @@ from ._metastability_bounds import (
     MetastabilityBounds as MetastabilityBounds,
     metastability_bounds as metastability_bounds,
 )
+from ._normalization import normalized_equiangular_rhs as normalized_equiangular_rhs
 from ._staircase import (
     StaircasePlateaus as StaircasePlateaus,
     collision_radius as collision_radius,
@@ -100,4 +101,3 @@ from ._staircase import (
     staircase_plateaus as staircase_plateaus,
     well_prepared_constant as well_prepared_constant,
 )
-from ._normalization import normalized_equiangular_rhs as normalized_equiangular_rhs
