@@ -1,0 +1,12 @@
+"""attnflow.meanfield: the mean-field limit as a density — spectral grids on S¹ and S², one
+differentiable continuity-equation solver returning a ``DensitySolution``, and bridges to
+particles."""
+
+from ._circle import CircleGrid as CircleGrid
+from ._grid import AbstractDensityGrid as AbstractDensityGrid
+from ._solve import (
+    DensitySolution as DensitySolution,
+    solve_density as solve_density,
+    spectral_tail as spectral_tail,
+)
+from ._sphere import SphereGrid as SphereGrid
