@@ -17,12 +17,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
-
 from jaxtyping import Array, Bool, Float, Int
 
 from .._check import (
     as_array,
-    check_beta,
     check_bool,
     check_finite_scalar,
     check_positive_scalar,
