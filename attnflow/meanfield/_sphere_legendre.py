@@ -89,6 +89,7 @@ def synthesize(flat, table, cos_index, sin_index, n_phi: int, *, phi_derivative:
     The analysis (quadrature against Y_ℓm) is the transpose of this linear map, applied to the
     weighted values, so it is not written separately.
     """
+    import jax
     import jax.numpy as jnp
 
     padded = jnp.concatenate([flat, jnp.zeros((1,), flat.dtype)])
@@ -96,8 +97,8 @@ def synthesize(flat, table, cos_index, sin_index, n_phi: int, *, phi_derivative:
     sin_part = jnp.einsum("mlj,ml->jm", table, padded[sin_index])
     if phi_derivative:
         orders = jnp.arange(table.shape[0], dtype=table.dtype)
-        cos_part, sin_part = orders * sin_part, -orders * cos_part
-    spectrum = (cos_part - 1j * sin_part) * (n_phi / 2)
-    spectrum = spectrum.at[:, 0].set(cos_part[:, 0] * n_phi)
+        cos_part, sin_part = orders[None, :] * sin_part, -orders[None, :] * cos_part
+    spectrum = jax.lax.complex(cos_part, -sin_part) * (n_phi / 2)
+    spectrum = spectrum.at[:, 0].set(jax.lax.complex(cos_part[:, 0] * n_phi, 0 * cos_part[:, 0]))
     spectrum = jnp.pad(spectrum, ((0, 0), (0, n_phi // 2 + 1 - table.shape[0])))
     return jnp.fft.irfft(spectrum, n=n_phi, axis=1)
