@@ -270,7 +270,7 @@ class SphereGrid(AbstractDensityGrid):
             >>> grid = mf.SphereGrid(3)
             >>> g = grid.gradient(jnp.zeros(16).at[2].set(1.0))   # f = √3 z: ∇f = √3 (e_z − z x)
             >>> x = grid.nodes()
-            >>> e_z = jnp.array([0.0, 0.0, 1.0])
+            >>> e_z = jnp.array([[0.0, 0.0, 1.0]])
             >>> float(jnp.abs(g - 3**0.5 * (e_z - x[:, 2:] * x)).max()) < 1e-13
             True
         """
