@@ -4,6 +4,12 @@ particles."""
 
 from ._circle import CircleGrid as CircleGrid
 from ._grid import AbstractDensityGrid as AbstractDensityGrid
+from ._particles import (
+    density_energy as density_energy,
+    density_from_particles as density_from_particles,
+    density_sliced_wasserstein as density_sliced_wasserstein,
+    sample_density as sample_density,
+)
 from ._solve import (
     DensitySolution as DensitySolution,
     solve_density as solve_density,

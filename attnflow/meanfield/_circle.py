@@ -26,6 +26,7 @@ and β < 0 need no special case.
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -94,16 +95,17 @@ class CircleGrid(AbstractDensityGrid):
         """2K + 1, the number of real coefficients."""
         return 2 * self.modes + 1
 
-    def angles(self) -> Float[Array, " m"]:
-        """The node angles θ_q = 2πq/m."""
-        return 2 * jnp.pi * jnp.arange(self.points) / self.points
+    def angles(self, dtype=None) -> Float[Array, " m"]:
+        """The node angles θ_q = 2πq/m (default floating dtype unless ``dtype``)."""
+        dtype = jnp.result_type(float) if dtype is None else dtype
+        return jnp.arange(self.points, dtype=dtype) * (2 * math.pi / self.points)
 
     def nodes(self) -> Float[Array, "m 2"]:
         theta = self.angles()
         return jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=1)
 
     def quadrature_weights(self) -> Float[Array, " m"]:
-        return jnp.full((self.points,), 1.0 / self.points)
+        return jnp.full((self.points,), 1.0 / self.points, jnp.result_type(float))
 
     def degrees(self) -> Array:
         k = jnp.arange(1, self.modes + 1)
@@ -121,7 +123,7 @@ class CircleGrid(AbstractDensityGrid):
         self._check_coefficients(c)
         K = self.modes
         a, b = c[: K + 1], c[K + 1 :]
-        tail = (a[1:] - 1j * b) / 2
+        tail = jax.lax.complex(a[1:], -b) / 2
         return jnp.concatenate([a[:1].astype(tail.dtype), tail])
 
     def _from_complex(self, z):
@@ -156,8 +158,10 @@ class CircleGrid(AbstractDensityGrid):
 
     def _kernel_spectrum(self, beta):
         M = self.kernel_points
-        u = 2 * jnp.pi * jnp.arange(M) / M
-        beta = jnp.asarray(beta, jnp.result_type(float))
+        dtype = jnp.result_type(beta) if hasattr(beta, "dtype") else jnp.result_type(float)
+        dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.result_type(float)
+        u = jnp.arange(M, dtype=dtype) * (2 * math.pi / M)
+        beta = jnp.asarray(beta, dtype)
         scaled = jnp.exp(beta * jnp.cos(u) - jnp.abs(beta))
         # rfft is Σ_j f(u_j) e^{−iku_j}: for h it is M e^{−|β|} I_k(β) (+ aliases); for the odd
         # g = −sin u e^{β cos u} = h'/β it is i k × (that)/β, so its imaginary part is taken.
@@ -197,12 +201,14 @@ class CircleGrid(AbstractDensityGrid):
 
     def _convolutions(self, coefficients, beta):
         z = self._to_complex(coefficients)
-        h, g = self.kernel_multipliers(beta)
+        h, g = self.kernel_multipliers(jnp.asarray(beta, coefficients.dtype))
+        h, g = h.astype(z.dtype), g.astype(z.dtype)
         n = self.points // 2 + 1
         pad = jnp.zeros(n, z.dtype)
         potential = jnp.fft.irfft(pad.at[: self.modes + 1].set(h * z), n=self.points)
         # X_θ has Fourier coefficients ĝ_k ĉ_k with ĝ_k = i k I_k/β (g odd, g = (1/β) h').
-        drift = jnp.fft.irfft(pad.at[: self.modes + 1].set(1j * g * z), n=self.points)
+        i_z = jax.lax.complex(-z.imag, z.real)
+        drift = jnp.fft.irfft(pad.at[: self.modes + 1].set(g * i_z), n=self.points)
         return potential * self.points, drift * self.points
 
     def interaction_potential(self, coefficients, beta):
@@ -220,12 +226,12 @@ class CircleGrid(AbstractDensityGrid):
 
     def velocity(self, coefficients, beta, normalization):
         x_theta = self.angular_velocity(coefficients, beta, normalization)
-        theta = self.angles()
+        theta = self.angles(x_theta.dtype)
         e_theta = jnp.stack([-jnp.sin(theta), jnp.cos(theta)], axis=1)
         return x_theta[:, None] * e_theta
 
     def divergence(self, flux):
-        theta = self.angles()
+        theta = self.angles(flux.dtype)
         f_theta = -jnp.sin(theta) * flux[:, 0] + jnp.cos(theta) * flux[:, 1]
         c = self.from_values(f_theta)
         K = self.modes

@@ -86,10 +86,10 @@ class AbstractDensityGrid(eqx.Module):
         band-L functions exactly (the dealiasing rule). Cost O(n m L).
         """
         values = self.to_values(coefficients)
-        weighted = self.quadrature_weights() * values
-        cosines = jnp.clip(points @ self.nodes().T, -1.0, 1.0)
+        weighted = self.quadrature_weights().astype(values.dtype) * values
+        cosines = jnp.clip(points @ self.nodes().astype(points.dtype).T, -1.0, 1.0)
         kernel = _reproducing_kernel(cosines, self.max_degree(), self.dimension)
-        return kernel @ weighted
+        return kernel @ weighted.astype(kernel.dtype)
 
     def interaction_potential(self, coefficients: Array, beta) -> Float[Array, " m"]:
         """(W̃∗ρ)(x) = ∫ e^{β⟨x, y⟩ − |β|} ρ(y) dσ(y) at the nodes (W∗ρ = e^{|β|} W̃∗ρ for
@@ -99,10 +99,10 @@ class AbstractDensityGrid(eqx.Module):
         the kernel (small while the nodes resolve e^{β⟨x,y⟩}); grids override it with the
         Funk–Hecke multipliers of the kernel.
         """
-        nodes = self.nodes()
         values = self.to_values(coefficients)
+        nodes = self.nodes().astype(values.dtype)
         kernel = jnp.exp(beta * (nodes @ nodes.T) - jnp.abs(beta))
-        return kernel @ (self.quadrature_weights() * values)
+        return kernel @ (self.quadrature_weights().astype(values.dtype) * values)
 
     def check_kernel(self, beta):
         """Check (under jit: ``eqx.error_if``) that the grid resolves the kernel e^{β⟨x,y⟩};

@@ -39,11 +39,12 @@ from ._grid import AbstractDensityGrid
 
 def _norm2(grid, coefficients):
     values = grid.to_values(coefficients)
-    return jnp.sum(grid.quadrature_weights() * values * values)
+    return jnp.sum(grid.quadrature_weights().astype(values.dtype) * values * values)
 
 
 def _band(grid, coefficients, cut):
-    return jnp.where(grid.degrees() > cut, coefficients, 0)
+    # 4·degree > 4·cut in integers: exact, and no int/float promotion.
+    return jnp.where(4 * grid.degrees() > round(4 * cut), coefficients, 0)
 
 
 def spectral_tail(grid: AbstractDensityGrid, coefficients: Array) -> Float[Array, ""]:
@@ -82,12 +83,33 @@ def _modes_needed(grid, coefficients, tol):
 
 def _unresolved(grid, coefficients, tol):
     values = grid.to_values(coefficients)
-    norm = jnp.sqrt(jnp.sum(grid.quadrature_weights() * values * values))
+    norm = jnp.sqrt(jnp.sum(grid.quadrature_weights().astype(values.dtype) * values * values))
     return (
         (spectral_tail(grid, coefficients) > tol)
         | (jnp.min(values) < -tol * norm)
         | ~(jnp.all(jnp.isfinite(coefficients)))
     )
+
+
+class _Unresolved(eqx.Module):
+    """The event's condition: the state is not resolved (a module, so that the compiled solve
+    is reused across calls)."""
+
+    grid: AbstractDensityGrid
+    tol: Array
+
+    def __call__(self, t, y, args, **kwargs):
+        return _unresolved(self.grid, y, self.tol)
+
+
+@eqx.filter_jit
+def _diagnostics(grid, coefficients):
+    def one(c):
+        values = grid.to_values(c)
+        weights = grid.quadrature_weights().astype(values.dtype)
+        return jnp.sum(weights * values), jnp.min(values), spectral_tail(grid, c)
+
+    return jax.vmap(one)(coefficients)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,13 +371,15 @@ def solve_density(
 
     Example:
         >>> import jax.numpy as jnp, attnflow.meanfield as mf
-        >>> grid = mf.CircleGrid(16)
-        >>> rho0 = grid.from_values(1 + 0.1 * jnp.cos(3 * grid.angles()))
-        >>> sol = mf.solve_density(grid, rho0, 1.0, beta=5.0, normalization="n", ts=[0.0, 1.0])
-        >>> c = sol.coefficients          # the cos 3θ mode grows at rate 3² I_3(5)/5 = 18.6
-        >>> bool(sol.resolved), round(float(sol.mass[-1]), 12), bool(c[1, 3] > 10 * c[0, 3])
-        (True, 1.0, True)
+        >>> grid = mf.CircleGrid(32)
+        >>> rho0 = grid.from_values(1 + 0.01 * jnp.cos(3 * grid.angles()))
+        >>> sol = mf.solve_density(grid, rho0, 0.05, beta=5.0, normalization="n", ts=[0.0, 0.05])
+        >>> growth = sol.coefficients[1, 3] / sol.coefficients[0, 3]   # e^{0.05 λ_3}
+        >>> bool(sol.resolved), round(float(sol.mass[-1]), 12), round(float(growth), 2)
+        (True, 1.0, 2.53)
     """
+    if not isinstance(grid, AbstractDensityGrid):
+        expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
     throw = check_bool(throw, "throw")
     normalization = check_sa_normalization(normalization)
     beta = grid.check_kernel(check_finite_scalar(beta, "beta"))
@@ -404,9 +428,6 @@ def solve_density(
         ts = check_save_times(jnp.asarray(as_array(ts, "ts"), dtype), t0, t1)
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
 
-    def unresolved(t, y, args, **kwargs):
-        return _unresolved(grid, y, resolution_tol)
-
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
     sol = diffrax.diffeqsolve(
         terms,
@@ -418,7 +439,7 @@ def solve_density(
         saveat=saveat,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,
-        event=diffrax.Event(unresolved),
+        event=diffrax.Event(_Unresolved(grid, jnp.asarray(resolution_tol, dtype))),
         throw=False,
         **kwargs,
     )
@@ -434,15 +455,7 @@ def solve_density(
     stopped = sol.result == diffrax.RESULTS.event_occurred
     needed = jnp.where(stopped, _modes_needed(grid, final, resolution_tol), grid.max_degree())
 
-    def diagnostics(c):
-        values = grid.to_values(c)
-        return (
-            jnp.sum(grid.quadrature_weights() * values),
-            jnp.min(values),
-            spectral_tail(grid, c),
-        )
-
-    mass, min_density, tail = jax.vmap(diagnostics)(saved)
+    mass, min_density, tail = _diagnostics(grid, saved)
     out = DensitySolution(
         ts=saved_ts,
         coefficients=saved,
