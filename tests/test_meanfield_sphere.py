@@ -280,6 +280,17 @@ def test_solve_density_grows_each_degree_at_the_theory_rate():
         np.testing.assert_allclose(fitted, rates[ell], rtol=1e-5)
 
 
+def test_float32_follows_float64():
+    grid = mf.SphereGrid(6)
+    c = _smooth_density(grid, np.random.default_rng(6))
+    flux64 = jax.jit(lambda c: grid.divergence(grid.velocity(c, 3.0, "softmax")))(c)
+    c32 = c.astype(jnp.float32)
+    flux32 = jax.jit(lambda c: grid.divergence(grid.velocity(c, 3.0, "softmax")))(c32)
+    assert grid.to_values(c32).dtype == flux32.dtype == jnp.float32
+    scale = float(jnp.abs(flux64).max())
+    np.testing.assert_allclose(np.asarray(flux32), np.asarray(flux64), atol=1e-5 * scale)
+
+
 def test_bad_inputs_get_clear_errors():
     with pytest.raises(ValueError, match="degree"):
         mf.SphereGrid(1)
