@@ -13,7 +13,13 @@ import importlib.metadata as _metadata
 import typing as _typing
 
 if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_names() below
-    from . import landscape as landscape, measures as measures, models as models, theory as theory
+    from . import (
+        landscape as landscape,
+        meanfield as meanfield,
+        measures as measures,
+        models as models,
+        theory as theory,
+    )
     from ._diagnostics import (
         cluster_centers as cluster_centers,
         cluster_labels as cluster_labels,

@@ -37,6 +37,7 @@ PUBLIC_MODULES = (
     "attnflow.theory",
     "attnflow.models",
     "attnflow.measures",
+    "attnflow.meanfield",
     "attnflow.plot",
 )
 

@@ -203,6 +203,14 @@ class DensitySolution(eqx.Module):
             decay at all, i.e. the density is near-singular).
         result: diffrax's result code (``diffrax.RESULTS.event_occurred`` for an early stop).
         stats: diffrax's statistics (``num_steps``, ``num_accepted_steps``, ...).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow.meanfield as mf
+        >>> grid = mf.CircleGrid(16)
+        >>> rho0 = grid.from_values(1 + 0.5 * jnp.cos(grid.angles()))
+        >>> sol = mf.solve_density(grid, rho0, 1.0, beta=1.0, ts=[0.0, 0.5, 1.0])
+        >>> sol.coefficients.shape, sol.values().shape, bool(sol.resolved)
+        ((3, 33), (3, 49), True)
     """
 
     ts: Float[Array, " T"]
