@@ -23,4 +23,5 @@ FIGURES: dict[str, str] = {
     "fig1-flow": "attnflow.figures.fig1_flow",
     "measure-landscape": "attnflow.figures.measure_landscape",
     "phase-families": "attnflow.figures.phase_families",
+    "meanfield": "attnflow.figures.meanfield",
 }
