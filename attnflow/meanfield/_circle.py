@@ -194,7 +194,7 @@ class CircleGrid(AbstractDensityGrid):
             "build the grid with more kernel_points (about 17·sqrt(|β|) + K suffice)"
         )
         if is_traced(alias):
-            return eqx.error_if(beta, alias > limit, message)
+            return eqx.error_if(jnp.asarray(beta, h.dtype), alias > limit, message)
         if float(alias) > float(limit):
             raise ValueError(message)
         return beta
