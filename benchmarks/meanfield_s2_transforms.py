@@ -78,14 +78,15 @@ def _median_time(fn, arg, repeats):
     return float(np.median(times)), compile_s
 
 
-def _run(degrees, repeats, dtype_name):
+def _run(degrees, repeats, dtype_name, libraries):
     import jax
     import jax.numpy as jnp
 
-    try:
-        import s2fft
-    except ImportError as error:  # not a dependency of attnflow: only this comparison uses it
-        raise SystemExit("this benchmark needs s2fft: pip install 's2fft>=1.5'") from error
+    if "s2fft" in libraries:
+        try:
+            import s2fft
+        except ImportError as error:  # not a dependency of attnflow: only this comparison
+            raise SystemExit("this benchmark needs s2fft: pip install 's2fft>=1.5'") from error
 
     from attnflow.meanfield import _sphere_legendre as gl
 
@@ -99,23 +100,24 @@ def _run(degrees, repeats, dtype_name):
         scale = np.abs(flm).max()
 
         # s2fft
-        pre_inv = s2fft.generate_precomputes_jax(degree, 0, sampling="gl", forward=False)
-        pre_fwd = s2fft.generate_precomputes_jax(degree, 0, sampling="gl", forward=True)
+        s2_rt = s2_known = s2_time = s2_compile = float("nan")
+        if "s2fft" in libraries:
+            pre_inv = s2fft.generate_precomputes_jax(degree, 0, sampling="gl", forward=False)
+            pre_fwd = s2fft.generate_precomputes_jax(degree, 0, sampling="gl", forward=True)
 
-        def s2_inverse(a, pre_inv=pre_inv, degree=degree):
-            return s2fft.inverse_jax(a, degree, sampling="gl", reality=True, precomps=pre_inv)
+            def s2_inverse(a, pre_inv=pre_inv, degree=degree):
+                return s2fft.inverse_jax(a, degree, sampling="gl", reality=True, precomps=pre_inv)
 
-        def s2_forward(f, pre_fwd=pre_fwd, degree=degree):
-            return s2fft.forward_jax(f, degree, sampling="gl", reality=True, precomps=pre_fwd)
+            def s2_forward(f, pre_fwd=pre_fwd, degree=degree):
+                return s2fft.forward_jax(f, degree, sampling="gl", reality=True, precomps=pre_fwd)
 
-        ctype = jnp.complex128 if dtype_name == "float64" else jnp.complex64
-        s2_round = jax.jit(lambda a, i=s2_inverse, f=s2_forward: f(i(a)))
-        flm_j = jnp.asarray(flm, dtype=ctype)
-        s2_time, s2_compile = _median_time(s2_round, flm_j, repeats)
-        s2_rt = float(np.abs(np.asarray(s2_round(flm_j)) - flm).max() / scale)
-        s2_known = float(
-            np.abs(np.asarray(jax.jit(s2_forward)(jnp.asarray(values, dtype))) - flm).max() / scale
-        )
+            ctype = jnp.complex128 if dtype_name == "float64" else jnp.complex64
+            s2_round = jax.jit(lambda a, i=s2_inverse, f=s2_forward: f(i(a)))
+            flm_j = jnp.asarray(flm, dtype=ctype)
+            s2_time, s2_compile = _median_time(s2_round, flm_j, repeats)
+            s2_rt = float(np.abs(np.asarray(s2_round(flm_j)) - flm).max() / scale)
+            known = jax.jit(s2_forward)(jnp.asarray(values, dtype))
+            s2_known = float(np.abs(np.asarray(known) - flm).max() / scale)
 
         # jnp Gauss–Legendre × FFT
         p, _ = gl.legendre_tables(degree, x)
@@ -164,6 +166,9 @@ def main():
     parser.add_argument("--degrees", type=int, nargs="+", default=[16, 32, 64])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
+    parser.add_argument(
+        "--libraries", nargs="+", choices=["s2fft", "jnp"], default=["s2fft", "jnp"]
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per dtype")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -171,7 +176,7 @@ def main():
         import jax
 
         jax.config.update("jax_enable_x64", args.dtype == "float64")
-        rows = _run(args.degrees, args.repeats, args.dtype)
+        rows = _run(args.degrees, args.repeats, args.dtype, args.libraries)
         if args.json:
             print(json.dumps(rows))
         else:
@@ -182,6 +187,7 @@ def main():
         # A stalled compilation (seen: s2fft in float32) is reported, not waited for.
         command = [sys.executable, __file__, "--dtype", dtype, "--json", "--repeats"]
         command += [str(args.repeats), "--degrees", *map(str, args.degrees)]
+        command += ["--libraries", *args.libraries]
         try:
             out = subprocess.run(
                 command,
