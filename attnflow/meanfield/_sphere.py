@@ -35,21 +35,22 @@ quadrature-weighted values, exact for band-limited integrands.
 Why not s2fft (the issue asks for a maintained library unless a comparison says otherwise):
 benchmarks/meanfield_s2_transforms.py compares s2fft 1.5.0 (GL sampling, ``reality=True``,
 precomputed tables, method "jax") with this transform on the same grid, forward ∘ inverse
-jitted, 2-core CPU under heavy load (numbers are indicative; relative errors):
+jitted, 2-core CPU under heavy load (load average 12: indicative; relative errors, median
+of 5 forward+inverse, first-call compile):
 
-    L   dtype    s2fft: round trip / known coeffs / compile   jnp: round trip / known / compile
-    16  float64  2.7e−14 / 2.6e−14 / 7.5 s                    2.8e−15 / 4.0e−15 / 2.0 s
-    32  float64  2.8e−14 / 1.6e−14 / 7.8 s                    6.4e−15 / 5.9e−15 / 4.5 s
-    64  float64  1.7e−13 / 1.0e−13 / 11.6 s                   2.0e−13 / 2.0e−13 / 2.9 s
-    16–64 float32  forward_jax did not finish in 150 s (L=16)  1.9e−7–2.2e−7 / 1.3e−7–1.6e−7 / 1.3 s
+            s2fft: round trip  known    ms   compile | jnp: round trip  known    ms     compile
+    16 f64         2.7e−14  2.6e−14  0.36   3.3 s    |      2.8e−15  4.0e−15  0.059  1.0 s
+    32 f64         2.8e−14  1.6e−14  1.3    2.7 s    |      6.4e−15  5.9e−15  0.082  0.8 s
+    64 f64         1.7e−13  1.0e−13  14     7.7 s    |      2.0e−13  2.0e−13  0.62   2.9 s
+    16 f32         forward_jax did not finish (>150 s) |    1.9e−7   1.6e−7   0.031  1.2 s
+    64 f32                                             |    2.2e−7   1.4e−7   0.21   1.3 s
 
-Accuracy in float64 is the same; s2fft compiles 3–4× slower, and its float32 forward transform
-did not finish compiling (jax 0.10.2, CPU); the run time per transform is below a millisecond
-for both at L ≤ 64 (see the benchmark for medians on a quiet machine). The grid also needs
-gradient synthesis on an oversampled grid (n_θ ≈ 3N/2 for a band N) and its exact transpose for
-the divergence, in real coefficients: written here in ~60 lines, with s2fft it would be
-zero-padding to the band n_θ, complex ↔ real layouts and spin-±1 transforms — and a new
-dependency that prints a warning at import without x64. Hence jnp, no dependency.
+Accuracy in float64 is the same; here the jnp transform runs 6–20× faster and compiles 3×
+faster, and s2fft 1.5.0's float32 forward transform did not finish (jax 0.10.2, CPU; float64
+is fine). The grid also needs gradient synthesis on an oversampled grid (n_θ ≈ 3N/2 for a
+band N) and its exact transpose for the divergence, in real coefficients: written here in ~60
+lines; with s2fft it would be zero-padding to the band n_θ, complex ↔ real layouts and spin-±1
+transforms, and a new dependency that prints a warning at import without x64. Hence jnp.
 """
 
 import functools
