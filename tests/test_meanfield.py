@@ -213,7 +213,7 @@ def test_particles_converge_to_the_pde_at_rate_one_half():
     field = af.SelfAttention(beta)
     # One compiled solve for every n: n_max particles, the first n weighted 1/n, the rest 0
     # (weights are masses: the field of the first n particles alone).
-    ns, seeds, n_max = np.array([50, 200, 800]), 6, 800
+    ns, seeds, n_max = np.array([32, 128, 512]), 6, 512
 
     def moments(key, n):
         x0 = af.measures.von_mises_fisher(key, jnp.array([1.0, 0.0]), kappa, n_max)
