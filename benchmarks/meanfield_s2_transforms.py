@@ -29,7 +29,12 @@ import numpy as np
 
 def _scipy_values(coefficients_complex, degree, thetas, phis):
     """Σ f_ℓm Y_ℓm on the grid (complex orthonormal harmonics with the Condon–Shortley phase)."""
-    from scipy.special import sph_harm_y
+    import scipy.special
+
+    def sph_harm_y(ell, m, theta, phi):
+        if hasattr(scipy.special, "sph_harm_y"):  # SciPy ≥ 1.15
+            return scipy.special.sph_harm_y(ell, m, theta, phi)
+        return scipy.special.sph_harm(m, ell, phi, theta)
 
     theta, phi = np.meshgrid(thetas, phis, indexing="ij")
     values = np.zeros(theta.shape, dtype=np.complex128)

@@ -20,7 +20,11 @@ def _real_harmonic(ell, m, points):
     ones (orthonormal for the surface measure, Condon–Shortley phase)."""
     theta = np.arccos(np.clip(points[:, 2], -1, 1))
     phi = np.arctan2(points[:, 1], points[:, 0])
-    y = sp.sph_harm_y(ell, abs(m), theta, phi) * np.sqrt(4 * np.pi)
+    if hasattr(sp, "sph_harm_y"):  # SciPy ≥ 1.15
+        y = sp.sph_harm_y(ell, abs(m), theta, phi)
+    else:
+        y = sp.sph_harm(abs(m), ell, phi, theta)
+    y = y * np.sqrt(4 * np.pi)
     if m == 0:
         return y.real
     sign = (-1) ** m
