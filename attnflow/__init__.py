@@ -15,6 +15,7 @@ import typing as _typing
 if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_names() below
     from . import (
         landscape as landscape,
+        meanfield as meanfield,
         measures as measures,
         models as models,
         pretrained as pretrained,

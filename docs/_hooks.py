@@ -39,6 +39,7 @@ PUBLIC_MODULES = (
     "attnflow.theory",
     "attnflow.models",
     "attnflow.measures",
+    "attnflow.meanfield",
     "attnflow.plot",
 )
 

@@ -24,4 +24,5 @@ FIGURES: dict[str, str] = {
     "measure-landscape": "attnflow.figures.measure_landscape",
     "phase-families": "attnflow.figures.phase_families",
     "normalization": "attnflow.figures.normalization",
+    "meanfield": "attnflow.figures.meanfield",
 }

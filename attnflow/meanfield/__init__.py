@@ -1,0 +1,18 @@
+"""attnflow.meanfield: the mean-field limit as a density — spectral grids on S¹ and S², one
+differentiable continuity-equation solver returning a ``DensitySolution``, and bridges to
+particles."""
+
+from ._circle import CircleGrid as CircleGrid
+from ._grid import AbstractDensityGrid as AbstractDensityGrid
+from ._particles import (
+    density_energy as density_energy,
+    density_from_particles as density_from_particles,
+    density_sliced_wasserstein as density_sliced_wasserstein,
+    sample_density as sample_density,
+)
+from ._solve import (
+    DensitySolution as DensitySolution,
+    solve_density as solve_density,
+    spectral_tail as spectral_tail,
+)
+from ._sphere import SphereGrid as SphereGrid
