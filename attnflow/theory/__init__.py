@@ -2,7 +2,8 @@
 
 Functions are grouped by topic in private modules (``_clustering``: clustering of SA/USA from
 arXiv:2312.10794; ``_kinetic``: lost in the middle; ``_measures``: optimal measures;
-``_metastability``: dynamic metastability on the circle) and re-exported here.
+``_metastability``: dynamic metastability on the circle; ``_stationary``: stationary states of
+the noisy flow) and re-exported here.
 """
 
 from ..landscape._circle import (
@@ -67,4 +68,12 @@ from ._metastability import (
     metastable_growth_rates as metastable_growth_rates,
     two_body_log_time as two_body_log_time,
     uniform_circle_mode_count as uniform_circle_mode_count,
+)
+from ._stationary import (
+    StationaryBranches as StationaryBranches,
+    StationaryState as StationaryState,
+    stationary_branches as stationary_branches,
+    stationary_critical_kappa as stationary_critical_kappa,
+    stationary_order_parameter as stationary_order_parameter,
+    stationary_state as stationary_state,
 )
