@@ -133,7 +133,7 @@ def stationary_critical_kappa(
         >>> float(theory.stationary_critical_kappa(0.0, 2))
         2.0
         >>> round(float(theory.stationary_critical_kappa(1.0, 2, normalization="n")), 6)  # 1/I₁(1)
-        1.769343
+        1.769413
     """
     beta, d = _check_model(beta, d, normalization)
     safe = jnp.where(beta > 0, beta, 1.0)
@@ -445,9 +445,9 @@ def stationary_branches(
         >>> from attnflow import theory
         >>> b = theory.stationary_branches([1.0, 3.0], 3.0, 2, normalization="n")
         >>> bool(b.subcritical), round(float(b.kappa_critical), 4)  # first order at β = 3
-        (True, 0.7597)
+        (True, 0.7588)
         >>> [round(float(r), 4) for r in b.order_parameter]
-        [0.9065, 0.9901]
+        [0.9116, 0.99]
     """
     kappas = _check_kappas(kappas)
     if kappas.ndim != 1:
