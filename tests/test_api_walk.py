@@ -228,6 +228,7 @@ RECIPES = {
     "attnflow.models.random_qk_moments": dict(
         x=X, beta=1.0, Q=jnp.eye(3)[None], K=jnp.eye(3)[None]
     ),
+    "attnflow.theory.stationary_branches": dict(kappas=[1.0, 3.0]),
     "attnflow.measures.von_mises_fisher_mixture": dict(
         key=jr.key(0), means=jnp.eye(3)[:2], kappas=jnp.array([1.0, 2.0]), n=4
     ),
@@ -301,6 +302,8 @@ RESULT_TYPES = {
     "LayerStatistics",
     "FlowComparison",
     "OrthogonalTradeoff",
+    "StationaryBranches",
+    "StationaryState",
 }
 
 

@@ -53,7 +53,7 @@ def test_negative_beta_is_accepted_and_nan_inf_zero_still_refused():
         run(jnp.nan)
 
 
-@pytest.mark.parametrize("beta", [-0.1, -1.0, -7.0])
+@pytest.mark.parametrize("beta", [-0.1, -7.0])
 @pytest.mark.parametrize("normalization", ["softmax", "n"])
 def test_fields_at_negative_beta_are_the_formula(beta, normalization):
     x = af.random_tokens(jr.key(2), 6, 3)
@@ -76,7 +76,7 @@ def test_fields_at_negative_beta_are_the_formula(beta, normalization):
     )
 
 
-@pytest.mark.parametrize("beta", [-0.4, -3.0])
+@pytest.mark.parametrize("beta", [-1.3])
 def test_gradient_flow_identities_hold_for_negative_beta(beta):
     """USA = Wasserstein gradient of E = 1/(2β) Σ w w e^{β⟨x, y⟩}, SA = its gradient in the
     attention metric (§3.3–3.4): autodiff of the energy against the attention kernel."""
@@ -138,24 +138,12 @@ def test_synchronisation_at_minus_point_one_and_its_failure_at_minus_one(normali
     np.testing.assert_allclose(off, -0.5, atol=1e-8)  # cos(2π/3): the triangle again
 
 
-def test_phase_diagram_at_negative_beta_agrees_with_the_direct_solve():
-    """The reduced engines (coordinates on the circle; log-distances in d = 3) against
-    ``solve`` at negative β, and the overflow-safe distance rate in float32."""
+def test_phase_diagram_at_negative_beta():
+    """The phase engine on the circle reproduces the two regimes, and its distance form's rate
+    (the d ≥ 3 engines) is overflow-safe in float32 at negative β."""
     tri = af.landscape.circle_tokens(jnp.asarray(TRIANGLE + KICK))
     P = af.phase_diagram_from_tokens(tri[None], betas=[-0.1, -1.0], ts=[0.0, 60.0], delta=1e-3)
     np.testing.assert_allclose(P[:, -1], [1.0, 0.0])
-    x0 = af.random_tokens(jr.key(6), 4, 3, batch_shape=(3,))
-    ts = [0.0, 1.0, 3.0]
-    reduced = af.phase_diagram_from_tokens(
-        x0, betas=[-0.5], ts=ts, delta=0.2, rtol=1e-9, atol=1e-12
-    )
-    direct = []
-    for x in x0:
-        ys = af.solve(af.SelfAttention(-0.5), x, 3.0, ts=jnp.asarray(ts), rtol=1e-10).ys
-        G = jnp.einsum("tid,tjd->tij", ys, ys)
-        off = ~np.eye(4, dtype=bool)
-        direct.append(np.mean(np.asarray(G)[:, off] >= 1 - 0.2, axis=1))
-    np.testing.assert_allclose(reduced[0], np.mean(direct, axis=0))
     # Ḋ_ij = −(⟨ẋ_i, x_j⟩ + ⟨x_i, ẋ_j⟩) from the field, float64, against the float32 rate at
     # β = −60, where the unshifted e^{−βD} = e^{120} would overflow float32.
     x = af.random_tokens(jr.key(7), 5, 3)
@@ -168,11 +156,15 @@ def test_phase_diagram_at_negative_beta_agrees_with_the_direct_solve():
         np.testing.assert_allclose(rate, expected, atol=2e-5 * scale)
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-@pytest.mark.parametrize("normalization, beta", [("softmax", -60.0), ("n", -20.0)])
+@pytest.mark.parametrize(
+    "dtype, normalization, beta", [(jnp.float32, "softmax", -60.0), (jnp.float64, "n", -20.0)]
+)
 def test_negative_beta_solve_stays_on_the_sphere(dtype, normalization, beta):
     """Weights up to e^{|β|} (e^{60} in SA before the row shift, e^{20} in USA): no overflow."""
     x0 = af.random_tokens(jr.key(8), 6, 3, dtype=dtype)
+    for other in (jnp.float32, jnp.float64):  # the field in both precisions
+        v = af.SelfAttention(beta, normalization=normalization)(0.0, x0.astype(other))
+        assert v.dtype == other and bool(jnp.all(jnp.isfinite(v)))
     sol = af.solve(af.SelfAttention(beta, normalization=normalization), x0, 0.5)
     x = sol.ys[-1]
     assert x.dtype == dtype and bool(jnp.all(jnp.isfinite(x)))
