@@ -471,7 +471,8 @@ def stationary_state(
 ) -> StationaryState:
     r"""The stationary state with order parameter :func:`stationary_order_parameter` (κ, β, d):
     its density on the grid and, through :meth:`StationaryState.potential`, the potential ψ[ρ]
-    at any u, e.g. to check ρ = e^{κψ[ρ]}/Z by an independent quadrature.
+    at any u, e.g. to check ρ = e^{κψ[ρ]}/Z by an independent quadrature. The uniform state
+    (f = 1) where r* = 0; NaN past the resolved range (r > 0.995, β > 0).
 
     Example:
         >>> import jax.numpy as jnp
@@ -486,7 +487,14 @@ def stationary_state(
         raise ValueError(f"kappa: expected a scalar κ >= 0, got shape {kappa.shape}")
     r = stationary_order_parameter(kappa, beta, d, normalization=normalization)
     beta, d = _check_model(beta, d, normalization)
-    return _state(kappa, jnp.nan_to_num(r, nan=R_MAX), beta, d, normalization)
+    state = _state(kappa, jnp.nan_to_num(r, nan=R_MAX), beta, d, normalization)
+    # past the resolved range: NaN, not the state at r = R_MAX
+    unresolved = jnp.isnan(r)
+    return eqx.tree_at(
+        lambda s: (s.order_parameter, s.log_density),
+        state,
+        (r, jnp.where(unresolved, jnp.nan, state.log_density)),
+    )
 
 
 __all__ = [
