@@ -116,6 +116,22 @@ def test_the_triangle_is_stable_exactly_below_minus_two_thirds():
         assert (h[-1] < 1e-12) == stable, (beta, h)  # h[-1]: 0 (rotation) or positive
 
 
+def test_the_landscape_survey_finds_the_triangle_below_minus_two_thirds():
+    """Newton searches (the docstring example's settings) classify the critical points of E_β at
+    n = 3 on the circle: a non-synchronised local maximum at β = −1, none at β = −0.5."""
+    found = {}
+    for beta in (-1.0, -0.5):
+        survey = af.landscape.survey_critical_points(
+            3, 2, beta, key=jr.key(0), num_random=4, num_flow=0
+        )
+        found[beta] = survey.counterexample
+        if survey.counterexample:
+            x = next(p.x for p in survey.points if p.is_counterexample)
+            off = _gram(x)[~np.eye(3, dtype=bool)]
+            np.testing.assert_allclose(off, -0.5, atol=1e-8)
+    assert found == {-1.0: True, -0.5: False}
+
+
 @pytest.mark.parametrize("normalization", ["softmax", "n"])
 def test_synchronisation_at_minus_point_one_and_its_failure_at_minus_one(normalization):
     """arXiv:2507.22857 on the circle (Q = K = V = I, n = 3): from the perturbed triangle,
