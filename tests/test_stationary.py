@@ -46,7 +46,10 @@ def test_noisy_kuramoto_closed_forms():
     langevin = brentq(lambda r: 1 / math.tanh(5 * r) - 1 / (5 * r) - r, 1e-6, 1.0)
     np.testing.assert_allclose(theory.stationary_order_parameter(5.0, 0.0, 3), langevin, rtol=1e-12)
     # the branch curve at β = 0 is κ(r) = A_d^{-1}(r)/r, by the β > 0 solver's own route
-    branch = theory.stationary_branches(jnp.array([2.5, 4.0]), jnp.asarray(0.0), 2)
+    # (USA: the same programs as the β > 0 tests below; at β = 0 SA and USA coincide)
+    branch = theory.stationary_branches(
+        jnp.array([2.5, 4.0]), jnp.asarray(0.0), 2, normalization="n"
+    )
     np.testing.assert_allclose(branch.order_parameter, r[2:], rtol=1e-9)
     rs, ks = np.asarray(branch.curve_order_parameter), np.asarray(branch.curve_kappa)
     inverse = [brentq(lambda k, s=s: ive(1, k) / ive(0, k) - s, 1e-9, 1e4) / s for s in rs[::8]]
