@@ -152,15 +152,30 @@ def check_nonzero_rows(x, name: str = "x"):
     return x
 
 
-def check_beta(beta, *, positive: bool = False, name: str = "beta"):
-    """β must be a finite real scalar, >= 0 (> 0 when ``positive``)."""
+def check_beta(beta, *, positive: bool = False, signed: bool = False, name: str = "beta"):
+    """β must be a finite real scalar, >= 0 (> 0 when ``positive``).
+
+    ``signed``: β < 0 is accepted too (attention that favours dissimilar tokens,
+    docs/conventions.md "Negative β"); with ``positive`` as well, β ≠ 0 (where a formula
+    divides by β). NaN and ±inf are refused in every case.
+    """
     _scalar(beta, name)
-    bound = "> 0" if positive else ">= 0"
+    if signed:
+        bound = "≠ 0 (of either sign)" if positive else "(of either sign)"
+    else:
+        bound = "> 0" if positive else ">= 0"
     if is_traced(beta):
-        bad = ~jnp.isfinite(beta) | ((beta <= 0) if positive else (beta < 0))
+        if signed:
+            bad = ~jnp.isfinite(beta) | ((beta == 0) if positive else False)
+        else:
+            bad = ~jnp.isfinite(beta) | ((beta <= 0) if positive else (beta < 0))
         return eqx.error_if(beta, bad, f"{name}: expected a finite value {bound}")
     value = float(beta)
-    if not np.isfinite(value) or (value <= 0 if positive else value < 0):
+    if signed:
+        bad = not np.isfinite(value) or (positive and value == 0)
+    else:
+        bad = not np.isfinite(value) or (value <= 0 if positive else value < 0)
+    if bad:
         raise ValueError(f"{name}: expected a finite value {bound}, got {value}")
     return beta
 

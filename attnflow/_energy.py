@@ -73,11 +73,18 @@ class InteractionEnergy(AbstractEnergy):
 
         E_β(x) = 1/(2β) Σ_{i,j} w_i w_j exp(β x_iᵀ A x_j),
 
-    with A symmetric (default I) and β > 0. Weights default to 1/n, giving the particle energy
+    with A symmetric (default I) and β ≠ 0. Weights default to 1/n, giving the particle energy
     1/(2βn²) Σ exp(β⟨x_i, x_j⟩) of §3.3; unit weights give the §3.4 energy (no 1/n²).
 
+    β < 0 is allowed (docs/conventions.md, "Negative β"): the energy is then negative, and the
+    identities of §3.3–3.4 hold unchanged, because ∇_{x_i}E = w_i Σ_j w_j e^{β x_iᵀAx_j} A x_j
+    for either sign of β (the 1/β cancels the β of the exponent): (USA) is still the
+    Wasserstein gradient ascent of E, (SA) the ascent in :class:`attnflow.AttentionMetric`.
+    β = 0 is refused (the 1/(2β) form has no limit; its gradient's limit, the β = 0 field
+    Σ_j w_j A x_j, is the ascent of ½ Σ w_i w_j x_iᵀAx_j).
+
     Args:
-        beta: inverse temperature β > 0 (scalar).
+        beta: inverse temperature β ≠ 0 (scalar, either sign).
         A: (d, d) symmetric bilinear form; A = QᵀK in the §3.4 gradient-flow identity.
 
     Calling it on ``x`` of shape (n, d) gives a scalar. A (T, n, d) trajectory is refused with
@@ -100,7 +107,7 @@ class InteractionEnergy(AbstractEnergy):
         # (docs/conventions.md, "Which parameters are trained").
         from ._fields._base import hyperparameter  # here: _fields imports this module
 
-        self.beta = hyperparameter(check_beta(beta, positive=True))
+        self.beta = hyperparameter(check_beta(beta, positive=True, signed=True))
         self.A = check_form(A, "the interaction energy")
 
     def _similarity(self, x):

@@ -63,7 +63,8 @@ class AttentionMetric(AbstractMetric):
 
     With A = QᵀK symmetric, the interaction energy's gradient in this metric is (SA) with V = A
     (§3.4). Uniform weights 1/n turn the paper's sum Z_{β,i} into the average Z_{β,μ}(x_i); the
-    gradient is unchanged because energy and metric scale together.
+    gradient is unchanged because energy and metric scale together. β ≠ 0 of either sign, as for
+    :class:`attnflow.InteractionEnergy` (docs/conventions.md, "Negative β").
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -80,7 +81,7 @@ class AttentionMetric(AbstractMetric):
     def __init__(self, beta, A=None):
         # A number is a hyperparameter (fixed under training), an array a parameter
         # (docs/conventions.md, "Which parameters are trained").
-        self.beta = hyperparameter(check_beta(beta, positive=True))
+        self.beta = hyperparameter(check_beta(beta, positive=True, signed=True))
         self.A = check_form(A, "the attention metric")
 
     def scaled_factors(self, x, weights, log_shift):

@@ -71,7 +71,7 @@ def random_multihead_attention(
         num_layers: L, the number of pieces (layers) on [0, t1].
         num_heads: H.
         t1: depth-time T; the layers switch at τ, 2τ, …, (L−1)τ with τ = t1/L.
-        beta: logit scale β.
+        beta: logit scale β (finite, either sign).
         k: rows of Q and K (head dimension); default d.
         scaling: ``"diffusive"`` or ``"ode"`` (above).
         value_mean: μ, the mean of V along the identity.
@@ -104,7 +104,7 @@ def random_multihead_attention(
     if scaling not in ("diffusive", "ode"):
         raise ValueError(f"scaling: expected 'diffusive' or 'ode', got {scaling!r}")
     t1 = float(check_positive_scalar(t1, "t1", what="depth-time"))
-    check_beta(beta)
+    check_beta(beta, signed=True)
     value_mean = check_finite_scalar(value_mean, "value_mean")
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     tau = t1 / L

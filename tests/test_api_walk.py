@@ -242,6 +242,7 @@ RECIPES = {
     "attnflow.theory.long_context_limit": dict(rho=0.5, gamma=1.0),
     "attnflow.theory.pre_ln_equiangular_layers": dict(rho0=0.2, n=4, beta=1.0, num_layers=2),
     "attnflow.models.pairing_phase": dict(centers=X, masses=jnp.full(4, 0.25), beta=4.0),
+    "attnflow.theory.stationary_branches": dict(kappas=[1.0, 3.0]),
     "attnflow.measures.von_mises_fisher_mixture": dict(
         key=jr.key(0), means=jnp.eye(3)[:2], kappas=jnp.array([1.0, 2.0]), n=4
     ),
@@ -324,6 +325,8 @@ RESULT_TYPES = {
     "CollisionEvent",
     "StaircasePlateaus",
     "PhaseDiagramResult",
+    "StationaryBranches",
+    "StationaryState",
 }
 
 

@@ -112,12 +112,12 @@ def test_float32_circle_tools():
 def test_bad_inputs_are_rejected_with_clear_messages():
     with pytest.raises(ValueError, match=r"theta: expected a vector of n angles"):
         af.landscape.circle_energy(jnp.zeros((2, 2)), 1.0)
-    with pytest.raises(ValueError, match="beta: expected a finite value > 0"):
+    with pytest.raises(ValueError, match="beta: expected a finite value ≠ 0"):
         af.landscape.torus_hessian(THETA, 0.0)
     with pytest.raises(ValueError, match="normalization"):
         af.landscape.circle_field(THETA, 1.0, "softplus")
-    with pytest.raises(ValueError, match="beta: expected finite values >= 0"):
-        theory.tau_star(-1.0)
+    with pytest.raises(ValueError, match="beta: expected finite values"):
+        theory.tau_star(float("nan"))
     with pytest.raises(ValueError, match="d: expected an integer >= 2"):
         theory.tau_star(1.0, d=1)
     with pytest.raises(ValueError, match="n: expected an integer >= 2"):

@@ -110,8 +110,8 @@ def test_landscape_cli_quick(tmp_path, capsys):
 def test_survey_rejects_bad_arguments():
     with pytest.raises(ValueError, match="n: expected an integer >= 2"):
         af.landscape.survey_critical_points(1, 2, 1.0, key=jr.key(0))
-    with pytest.raises(ValueError, match="beta: expected a finite value > 0"):
-        af.landscape.survey_critical_points(3, 2, -1.0, key=jr.key(0))
+    with pytest.raises(ValueError, match="beta: expected a finite value ≠ 0"):
+        af.landscape.survey_critical_points(3, 2, 0.0, key=jr.key(0))
     with pytest.raises(ValueError, match="d: expected an integer >= 2"):
         af.landscape.symmetric_configurations(3, 1)
 

@@ -179,7 +179,7 @@ def test_bad_construction_names_the_argument():
         (dict(), "heads: expected a sequence of SelfAttention heads, or the stacked"),
         (dict(beta=1.0), "beta: expected one β per head when Q, K and V are all None"),
         (dict(beta=[1.0, 2.0, 3.0], Q=Q, K=Q), r"beta: expected a scalar or one β per head"),
-        (dict(beta=[1.0, -2.0], Q=Q, K=Q), r"beta\[1\]: expected a finite value >= 0"),
+        (dict(beta=[1.0, float("nan")], Q=Q, K=Q), r"beta\[1\]: expected a finite value"),
         (dict(beta=1.0, Q=Q, K=jnp.ones((2, 3, D))), "Q, K: expected the same shape"),
         (dict(beta=1.0, Q=Q), "K: is missing"),
         (dict(beta=1.0, Q=jnp.ones((2, D))), r"Q: expected a matrix of shape \(H, k, d\)"),

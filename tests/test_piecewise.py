@@ -164,8 +164,8 @@ def test_bad_inputs_raise_clear_errors():
         af.PiecewiseConstant.from_attention(1.0, V=V[:2], switch_times=SWITCHES)
     with pytest.raises(ValueError, match="beta: expected a scalar or L"):
         af.PiecewiseConstant.from_attention([1.0, 2.0], V=V, switch_times=SWITCHES)
-    with pytest.raises(ValueError, match="piece 1: beta: expected a finite value >= 0"):
-        af.PiecewiseConstant.from_attention([1.0, -2.0, 1.0], switch_times=SWITCHES)
+    with pytest.raises(ValueError, match="piece 1: beta: expected a finite value"):
+        af.PiecewiseConstant.from_attention([1.0, float("nan"), 1.0], switch_times=SWITCHES)
     with pytest.raises(ValueError, match="piece 1 differs from piece 0"):
         af.PiecewiseConstant.from_fields(
             [af.SelfAttention(1.0), af.SelfAttention(1.0, normalization="n")], switch_times=[1.0]

@@ -76,7 +76,7 @@ class PositionalAttention(AbstractAttention):
     §3.4; the causal bias is not symmetric and, like CSA, not a gradient flow.
 
     Args:
-        beta: inverse temperature β ≥ 0.
+        beta: inverse temperature β (finite, either sign; docs/conventions.md "Negative β").
         bias: (n, n) additive bias; the field then acts on exactly n tokens.
         Q, K: (k, d) (identity when omitted).
         V: (d, d) (identity when omitted).

@@ -49,8 +49,10 @@ class SelfAttention(AbstractAttention):
     paths agree to rounding; ``logits`` and ``attention_matrix`` are always dense.
 
     Softmax weights are computed with the row maximum subtracted, so SA is finite for any β in
-    float32 (β = 100 included). USA's values genuinely grow like e^β and overflow float32 past
-    β ≈ 88.
+    float32 (β = 100 included). USA's values genuinely grow like e^{|β|} and overflow float32
+    past |β| ≈ 88. For β < 0 the weights decrease with the similarity ⟨Qx_i, Kx_j⟩: each token
+    still moves towards a convex combination of the values, weighted towards the tokens least
+    like it (arXiv:2507.22857; on the circle it synchronises for β ≥ −0.16 but not below −2/3).
 
     Trained parameters: Q, K and V are arrays, so ``eqx.filter_grad`` and optax train them. β
     given as a Python number is a hyperparameter: it stays a ``float``, which optax leaves
@@ -59,8 +61,10 @@ class SelfAttention(AbstractAttention):
     that is traced works either way.
 
     Args:
-        beta: inverse temperature β ≥ 0 (scalar). The d^{-1/2} of practice is absorbed into β.
-            A Python number is a fixed hyperparameter, an array a trained parameter.
+        beta: inverse temperature β (scalar, finite, of either sign; β < 0: attention favours
+            dissimilar tokens, docs/conventions.md "Negative β"). The d^{-1/2} of practice is
+            absorbed into β. A Python number is a fixed hyperparameter, an array a trained
+            parameter.
         Q, K: (k, d) query and key matrices (rectangular allowed).
         V: (d, d) value matrix.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
@@ -95,7 +99,7 @@ class SelfAttention(AbstractAttention):
         causal=False,
         block_size=None,
     ):
-        self.beta = hyperparameter(check_beta(beta))
+        self.beta = hyperparameter(check_beta(beta, signed=True))
         check_sa_normalization(normalization)
         for name, matrix in (("Q", Q), ("K", K), ("V", V)):
             if matrix is not None:
@@ -224,7 +228,8 @@ class MultiHeadAttention(AbstractAttention):
     Args:
         heads: a sequence of :class:`SelfAttention` heads acting on the same d; or leave it out
             and give the stacked arrays below.
-        beta: inverse temperature β ≥ 0: a scalar shared by the heads, or one per head (H,).
+        beta: inverse temperature β (finite, either sign): a scalar shared by the heads, or one
+            per head (H,).
         Q, K: (H, k, d) stacked query and key matrices, or ``None`` (the identity, k = d).
         V: (H, d, d) stacked value matrices, or ``None`` (the identity).
         scale: the scalar c in front of the sum over heads (default 1).
@@ -496,17 +501,17 @@ def _check_stacked(Q, K, V):
 def _check_head_betas(beta, num_heads):
     """β shared (a scalar) or per head (a list/tuple of numbers, or an (H,) array)."""
     if isinstance(beta, list | tuple):
-        checked = [check_beta(b, name=f"beta[{h}]") for h, b in enumerate(beta)]
+        checked = [check_beta(b, signed=True, name=f"beta[{h}]") for h, b in enumerate(beta)]
         if all(isinstance(b, int | float | np.integer | np.floating) for b in checked):
             beta = tuple(hyperparameter(b) for b in checked)
         else:
             beta = jnp.stack([jnp.asarray(b) for b in checked])
         count = len(checked)
     elif hasattr(beta, "ndim") and jnp.ndim(beta) == 1:
-        beta = jnp.asarray(check_real_values(beta, "beta", low=0.0))
+        beta = jnp.asarray(check_real_values(beta, "beta"))
         count = beta.shape[0]
     else:
-        beta = hyperparameter(check_beta(beta))
+        beta = hyperparameter(check_beta(beta, signed=True))
         if num_heads is None:
             raise ValueError(
                 "beta: expected one β per head when Q, K and V are all None (the identity): "

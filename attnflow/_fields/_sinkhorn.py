@@ -212,6 +212,8 @@ class SinkhornAttention(AbstractAttention):
         iterations: int = 10_000,
         tolerance: float | None = None,
     ):
+        # β ≥ 0 (SelfAttention also takes β < 0): ε = 1/β is the entropic regularisation
+        check_beta(beta)
         self.attention = SelfAttention(beta, Q, K, V)
         _check_iterations(iterations, tolerance)
         self.iterations = int(iterations)

@@ -23,13 +23,16 @@ def distance_rate(D: Float[Array, "n n"], beta, normalization: str) -> Float[Arr
     Ḋ_ij = (AD)_ij + (AD)_ji − r_i − r_j − (a_i + a_j − r_i − r_j) D_ij. Since r = diag(AD)
     exactly, Ḋ_ii = 0 in floating point: diag(D) = 0 (|x_i| = 1) is kept exactly.
     """
-    # D ≥ 0 so exp(−βD) ∈ (0, 1] with E_ii = 1: no overflow and every row sum ≥ 1.
-    E = jnp.exp(-beta * D)
+    # Row shift m_i = max_j(−βD_ij): 0 for β ≥ 0 (D ≥ 0, D_ii = 0: the values are unchanged),
+    # −β max_j D_ij for β < 0, where the largest weight is at the farthest token. Then
+    # exp(−βD − m) ∈ (0, 1] with a 1 in every row: no overflow and every row sum ≥ 1.
+    m = jnp.maximum(-beta, 0) * jnp.max(D, axis=-1, keepdims=True)
+    E = jnp.exp(-beta * D - m)
     if normalization == "softmax":
         AD = (E @ D) / jnp.sum(E, axis=-1)[:, None]
         a = 1
     else:
-        A = E * (jnp.exp(beta) / D.shape[0])
+        A = E * (jnp.exp(beta + m) / D.shape[0])
         AD = A @ D
         a = jnp.sum(A, axis=-1)
     r = jnp.diagonal(AD)

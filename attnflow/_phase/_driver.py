@@ -48,8 +48,8 @@ def _check_grid(betas, ts):
         raise ValueError(
             f"betas: expected a non-empty 1-d array of β values, got shape {betas.shape}"
         )
-    if not np.all(np.isfinite(betas)) or np.any(betas < 0):
-        raise ValueError(f"betas: expected finite values >= 0, got {betas}")
+    if not np.all(np.isfinite(betas)):
+        raise ValueError(f"betas: expected finite values (of either sign), got {betas}")
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts: expected a non-empty 1-d array of save times, got shape {ts.shape}")
     if not np.all(np.isfinite(ts)) or np.any(ts < 0) or np.any(np.diff(ts) < 0):
@@ -97,7 +97,8 @@ def phase_diagram_from_tokens(
 
     Args:
         x0: (R, n, d) initial tokens on the sphere, one system per realisation.
-        betas, ts: 1-d grids (β ≥ 0; 0 ≤ t non-decreasing). The flow starts at t = 0.
+        betas, ts: 1-d grids (finite β of either sign, docs/conventions.md "Negative β";
+            0 ≤ t non-decreasing). The flow starts at t = 0.
         Q, K, V: (d, d) matrices shared by all realisations, or (R, d, d) one per realisation;
             None is the identity. Only B = QᵀK enters. With a ``family`` of H heads and L
             pieces (:meth:`FieldFamily.num_pieces` of ts[-1]), also (R, L, H, d, d): piece k,
@@ -439,7 +440,7 @@ def phase_diagram(
     Args:
         key: PRNG key.
         n, d: tokens and dimension.
-        betas: 1-d array of β ≥ 0.
+        betas: 1-d array of finite β (either sign).
         ts: 1-d non-decreasing save times ≥ 0 (the flow starts at 0).
         realizations: number of independent systems.
         delta: clustering threshold δ.

@@ -143,7 +143,8 @@ class Energy(AbstractStatistic):
 
         s(G, β) = 1/(2βn²) Σ_{i,j} exp(β G_ij),
 
-    as :class:`attnflow.InteractionEnergy` (A = I). Needs β > 0. It increases along (USA)
+    as :class:`attnflow.InteractionEnergy` (A = I). Needs β ≠ 0 (negative for β < 0). It
+    increases along (USA)
     with V = I, which is its gradient ascent (paper §3.3); at a single cluster it equals
     e^β/(2β).
 

@@ -4,7 +4,9 @@ docs/maths.md §6–7).
 Energy (7.4), the (USA)/(SA) fields (7.1) on angles and the Hessian on the torus T^n (App. B);
 the closed forms of App. B (the kernel g of Fig. 6 and (B.3), the root τ*_β, the threshold β_n of
 Theorem 5.1's proof) are in ``attnflow.theory``. Exponentials are evaluated as
-e^β · e^{β(cos − 1)} so that the sums never overflow before the final factor.
+e^{|β|} · e^{β cos − |β|} (≤ 1: the largest of β cos τ is |β|, at τ = 0 for β > 0 and at τ = π
+for β < 0) so that the sums never overflow before the final factor. β < 0 is accepted wherever
+the formula is defined (docs/conventions.md, "Negative β").
 """
 
 from typing import Literal
@@ -55,11 +57,17 @@ def _differences(theta):
     return theta[:, None] - theta[None, :]
 
 
+def _relative_weights(beta, diff):
+    """(e^{β cos(θ_i − θ_j) − |β|}, |β|): weights scaled into (0, 1] and the log of the scale."""
+    shift = jnp.abs(beta)
+    return jnp.exp(beta * jnp.cos(diff) - shift), shift
+
+
 def circle_energy(theta: Float[ArrayLike, " n"], beta) -> Float[Array, ""]:
     """The energy (7.4) on the torus: E_β(θ) = 1/(2βn²) Σ_{i,j} exp(β cos(θ_i − θ_j)).
 
     It is :class:`attnflow.InteractionEnergy` (weights 1/n) of ``circle_tokens(theta)``, and
-    (USA) is θ̇ = n ∇E_β (7.1).
+    (USA) is θ̇ = n ∇E_β (7.1), for either sign of β ≠ 0 (negative energy for β < 0).
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -67,10 +75,10 @@ def circle_energy(theta: Float[ArrayLike, " n"], beta) -> Float[Array, ""]:
         1.359141
     """
     theta = _check_angles(theta)
-    beta = check_beta(beta, positive=True)
+    beta = check_beta(beta, positive=True, signed=True)
     n = theta.shape[0]
-    relative = jnp.exp(beta * (jnp.cos(_differences(theta)) - 1))
-    return jnp.exp(beta) * jnp.sum(relative) / (2 * beta * n**2)
+    relative, shift = _relative_weights(beta, _differences(theta))
+    return jnp.exp(shift) * jnp.sum(relative) / (2 * beta * n**2)
 
 
 def circle_field(
@@ -83,7 +91,10 @@ def circle_field(
                               Z_i = Σ_k e^{β cos(θ_i − θ_k)}.
 
     These are ⟨ẋ_i, (−sin θ_i, cos θ_i)⟩ for :class:`attnflow.SelfAttention` with Q = K = V = I.
-    Wrap as ``lambda t, th, args: circle_field(th, beta)`` to integrate with diffrax.
+    Wrap as ``lambda t, th, args: circle_field(th, beta)`` to integrate with diffrax. Any finite β:
+    for β < 0 the weights favour distant tokens; Polyanskiy–Rigollet–Yao (arXiv:2507.22857) prove
+    synchronisation for β ≥ −0.16 and its failure for β < −2/3 (n = 3: the equilateral triangle
+    is then a stable equilibrium, tests/test_negative_beta.py).
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -93,14 +104,14 @@ def circle_field(
         0.0
     """
     theta = _check_angles(theta)
-    beta = check_beta(beta)
+    beta = check_beta(beta, signed=True)
     check_sa_normalization(normalization)
     diff = _differences(theta)
-    relative = jnp.exp(beta * (jnp.cos(diff) - 1))
+    relative, shift = _relative_weights(beta, diff)
     pull = -jnp.sum(relative * jnp.sin(diff), axis=1)
     if normalization == "softmax":
         return pull / jnp.sum(relative, axis=1)
-    return pull * jnp.exp(beta) / theta.shape[0]
+    return pull * jnp.exp(shift) / theta.shape[0]
 
 
 def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
@@ -110,7 +121,9 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
 
     with g = :func:`attnflow.theory.hessian_kernel` (d = 2). The torus is flat, so this is also
     the Riemannian Hessian; it equals :func:`attnflow.riemannian_hessian` of InteractionEnergy(β) at
-    ``circle_tokens(theta)`` (whose d = 2 tangent basis is ∂x/∂θ).
+    ``circle_tokens(theta)`` (whose d = 2 tangent basis is ∂x/∂θ). Any β ≠ 0: at n = 3
+    equally spaced angles it is negative semi-definite (a stable state of the ascent) exactly
+    when g(2π/3) < 0, i.e. β < −2/3 (arXiv:2507.22857).
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
@@ -119,12 +132,13 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
         True
     """
     theta = _check_angles(theta)
-    beta = check_beta(beta, positive=True)
+    beta = check_beta(beta, positive=True, signed=True)
     n = theta.shape[0]
     diff = _differences(theta)
-    # g scaled by e^{-β} first; the diagonal g(0) cancels between the two terms
-    kernel = jnp.exp(beta * (jnp.cos(diff) - 1)) * (jnp.cos(diff) - beta * jnp.sin(diff) ** 2)
-    return jnp.exp(beta) * (kernel - jnp.diag(jnp.sum(kernel, axis=1))) / n**2
+    # g scaled by e^{-|β|} first; the diagonal g(0) cancels between the two terms
+    relative, shift = _relative_weights(beta, diff)
+    kernel = relative * (jnp.cos(diff) - beta * jnp.sin(diff) ** 2)
+    return jnp.exp(shift) * (kernel - jnp.diag(jnp.sum(kernel, axis=1))) / n**2
 
 
 __all__ = [

@@ -112,8 +112,9 @@ class SurveyPoint(eqx.Module):
         eigenvalues: Hessian spectrum with the orbit modes removed (for E_β with weights 1/n).
         num_positive, num_negative, num_zero, orbit_dimension: from the classification.
         energy: E_β(x) with weights 1/n (paper (7.4) on the circle).
-        normalized_energy: 2β e^{−β} E_β(x) ∈ (0, 1]; 1 at synchrony, Σ_q m_q² for point clusters
-            of masses m_q as β → ∞.
+        normalized_energy: 2β e^{−β} E_β(x) = E_β(x)/E_β(synchrony): in (0, 1] for β > 0
+            (Σ_q m_q² for point clusters of masses m_q as β → ∞); ≥ 1 for β < 0, where E_β < 0
+            and synchrony is still the global maximum.
         num_clusters: number of distinct positions (⟨x_i, x_j⟩ ≥ 1 − 1e-6 merges).
         synchronised: all tokens at one point (the global maximum).
         grad_norm: ‖grad E_β‖ at x (weights 1/n, product round metric).
@@ -224,9 +225,13 @@ def survey_critical_points(
     :func:`attnflow.landscape.configuration_signature` (max difference ≤ ``dedup_tol``) and
     classified.
 
-    The search runs on E_β with weights e^{−β/2}/n, i.e. e^{−β} × the energy (7.4), which has
-    the same critical points and kinds but an O(1/n) gradient for every β, so the absolute
+    The search runs on E_β with weights e^{−|β|/2}/n, i.e. e^{−|β|} × the energy (7.4), which
+    has the same critical points and kinds but an O(1/n) gradient for every β, so the absolute
     ``gtol`` means the same at all β; reported energies and spectra use the weights 1/n.
+
+    β ≠ 0 of either sign (docs/conventions.md, "Negative β"): at n = 3, d = 2 the survey finds
+    the equilateral triangle as a non-synchronised local maximum (``counterexample``) for
+    β < −2/3 and not above (arXiv:2507.22857).
 
     Example:
         >>> import jax.random as jr, attnflow as af
@@ -238,7 +243,7 @@ def survey_critical_points(
     """
     n = check_int(n, "n", low=2)
     d = check_int(d, "d", low=2)
-    beta = float(check_beta(beta, positive=True))
+    beta = float(check_beta(beta, positive=True, signed=True))
     key = check_key(key)
     num_random = check_int(num_random, "num_random", low=0)
     num_flow = check_int(num_flow, "num_flow", low=0)
@@ -255,7 +260,7 @@ def survey_critical_points(
     seeds = np.concatenate(seeds)
     seeds = seeds / np.linalg.norm(seeds, axis=-1, keepdims=True)
     energy = InteractionEnergy(beta)
-    search_weights = jnp.full((n,), math.exp(-beta / 2) / n)
+    search_weights = jnp.full((n,), math.exp(-abs(beta) / 2) / n)
     # gtol = 0: iterate to the rounding floor (the search stops once the Newton step is below
     # resolution), so that flat directions — far clusters, whose eigenvalues are ~e^{−2β}
     # relative — are converged too; ``gtol`` then only decides which seeds count.

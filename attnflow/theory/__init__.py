@@ -6,7 +6,7 @@ arXiv:2312.10794; ``_circle``: the Hessian kernel and τ*; ``_configurations``: 
 configurations; ``_kinetic``: lost in the middle; ``_measures``: optimal measures;
 ``_metastability``: dynamic metastability on the circle; ``_metastability_bounds``: the caps and
 times of the metastability theorem; ``_staircase``: the staircase theorem's merge times and
-plateaus) and re-exported here.
+plateaus; ``_stationary``: stationary states of the noisy flow) and re-exported here.
 """
 
 from .._attention_scaling import long_context_beta as long_context_beta
@@ -100,4 +100,12 @@ from ._staircase import (
     staircase_log_time_change as staircase_log_time_change,
     staircase_plateaus as staircase_plateaus,
     well_prepared_constant as well_prepared_constant,
+)
+from ._stationary import (
+    StationaryBranches as StationaryBranches,
+    StationaryState as StationaryState,
+    stationary_branches as stationary_branches,
+    stationary_critical_kappa as stationary_critical_kappa,
+    stationary_order_parameter as stationary_order_parameter,
+    stationary_state as stationary_state,
 )

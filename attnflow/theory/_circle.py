@@ -16,14 +16,15 @@ def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[A
 
     For d = 2 the torus Hessian of (7.4) is built from it
     (:func:`attnflow.landscape.torus_hessian`); it is negative
-    for τ*_β < |τ| ≤ π (:func:`attnflow.theory.tau_star`).
+    for τ*_β < |τ| ≤ π (:func:`attnflow.theory.tau_star`), for either sign of β (τ*_β > π/2
+    when β < 0).
 
     Example:
         >>> import attnflow as af
         >>> round(float(af.theory.hessian_kernel(0.0, 2.0)), 6)  # e^β
         7.389056
     """
-    beta = check_beta(beta)
+    beta = check_beta(beta, signed=True)
     _check_dimension(d)
     tau = jnp.asarray(tau)
     if not jnp.issubdtype(tau.dtype, jnp.floating):
@@ -36,12 +37,15 @@ def _check_dimension(d):
 
 
 def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*shape"]:
-    """τ*_β: the root in [0, π/2] of β sin² τ = (d − 1) cos τ (App. B, Fig. 6; (B.3) for d > 2).
+    """τ*_β: the root in [0, π] of β sin² τ = (d − 1) cos τ (App. B, Fig. 6; (B.3) for d > 2),
+    in [0, π/2] for β ≥ 0.
 
     Closed form (docs/maths.md §7, derived): cos τ* = (−(d−1) + √((d−1)² + 4β²)) / (2β), evaluated
     in the cancellation-free form 2β / ((d−1) + √((d−1)² + 4β²)), and τ* = atan2(sin τ*, cos τ*)
-    with sin² τ* = (d−1) cos τ*/β, accurate for all β ≥ 0 (τ*_0 = π/2, τ* ≈ √((d−1)/β) as β → ∞).
-    The kernel g of :func:`hessian_kernel` is positive on |τ| < τ* and negative on τ* < |τ| ≤ π.
+    with sin² τ* = (d−1) cos τ*/β, accurate for every finite β (τ*_0 = π/2, τ* ≈ √((d−1)/β) as
+    β → ∞). For β < 0 the same formula gives the root in (π/2, π) (cos τ* < 0; τ* → π as
+    β → −∞). The kernel g of :func:`hessian_kernel` is positive on |τ| < τ* and negative on
+    τ* < |τ| ≤ π, for either sign of β.
 
     Example:
         >>> import attnflow as af
@@ -49,7 +53,7 @@ def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*sha
         0.402377
     """
     d = _check_dimension(d)
-    beta = check_real_values(beta, "beta", low=0)
+    beta = check_real_values(beta, "beta")
     if not jnp.issubdtype(beta.dtype, jnp.floating):
         beta = beta.astype(float)
     a = d - 1
