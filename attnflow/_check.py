@@ -5,7 +5,10 @@ sign of β) raise ``ValueError`` immediately for concrete arrays and go through
 ``equinox.error_if`` for traced ones, so they also fire under ``jit``, ``vmap`` and ``grad``.
 """
 
+import contextlib
 import functools
+import inspect
+import re
 
 import equinox as eqx
 import jax
@@ -78,6 +81,7 @@ def check_shape_tokens(x, name: str = "x"):
     if n < 1:
         raise ValueError(f"{name}: expected at least one token, got shape {shape}")
     check_dtype(x, name)
+    return x
 
 
 def check_tokens(x, name: str = "x", *, unit: bool = True):
@@ -166,12 +170,17 @@ def check_beta(beta, *, positive: bool = False, name: str = "beta"):
 
 
 def check_matrix(matrix, name: str, shape_hint: str, *, ndim: int = 2):
+    """A real matrix of ``ndim`` dimensions with finite entries; lists and tuples are converted.
+    Returns the matrix (converted: use the returned value)."""
+    matrix = as_array(matrix, name)
+    check_real(matrix, name)
     if jnp.ndim(matrix) != ndim:
         raise ValueError(
             f"{name}: expected a matrix of shape {shape_hint}, got shape {jnp.shape(matrix)}"
         )
     if not is_traced(matrix) and not np.all(np.isfinite(np.asarray(matrix))):
         raise ValueError(f"{name}: contains NaN or inf")
+    return matrix
 
 
 def check_symmetric(matrix, name: str, why: str):
@@ -510,3 +519,156 @@ def check_real_values(x, name: str, *, low: float | None = None, high: float | N
     if not np.all(ok):
         expected(name, what, float(values[~ok].ravel()[0]))
     return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Array-likes at the boundary, objects where an instance is expected.
+
+
+def as_array_like(value, name: str):
+    """A Python list or tuple (an array-like, as JAX calls it) becomes an array, checked by
+    :func:`as_array`; anything else is returned as it came (the callee checks it). This is the
+    conversion at a public boundary: ``F(0.0, x.tolist())`` works as ``F(0.0, x)`` does."""
+    if isinstance(value, (list, tuple)):
+        return as_array(value, name)
+    return value
+
+
+def converting_array_likes(method, names=("x",)):
+    """``method`` with its arguments ``names`` converted by :func:`as_array_like` when they are
+    lists or tuples (positional or keyword). Used by the base classes (fields, statistics) so
+    that every subclass's ``__call__`` accepts array-likes without repeating the conversion."""
+    if getattr(method, "_converts_array_likes", False):
+        return method
+    try:
+        params = list(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return method
+    positions = {name: params.index(name) for name in names if name in params}
+    if not positions:
+        return method
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(a, (list, tuple)) for a in args) or kwargs:
+            args = list(args)
+            for name, index in positions.items():
+                if index < len(args):
+                    args[index] = as_array_like(args[index], name)
+                elif name in kwargs:
+                    kwargs[name] = as_array_like(kwargs[name], name)
+        return method(*args, **kwargs)
+
+    wrapper._converts_array_likes = True
+    return wrapper
+
+
+def accepts_array_likes(*names):
+    """Decorator form of :func:`converting_array_likes`: ``@accepts_array_likes("x", "y")``."""
+    return functools.partial(converting_array_likes, names=names)
+
+
+def convert_array_likes_in_subclass(cls, methods, names=("x",)):
+    """For ``__init_subclass__``: wrap the concrete ``methods`` a subclass defines with
+    :func:`converting_array_likes` (abstract methods are left alone)."""
+    for method_name in methods:
+        method = cls.__dict__.get(method_name)
+        if method is None or not callable(method):
+            continue
+        if getattr(method, "__isabstractmethod__", False):
+            continue
+        setattr(cls, method_name, converting_array_likes(method, names))
+
+
+def _class_name(cls) -> str:
+    module = getattr(cls, "__module__", "") or ""
+    top = module.split(".")[0]
+    public = {"attnflow": "attnflow", "diffrax": "diffrax", "optimistix": "optimistix"}
+    return f"{public[top]}.{cls.__name__}" if top in public else cls.__name__
+
+
+def check_instance(value, name: str, cls, hint: str = "", *, allow_none: bool = False):
+    """An instance of ``cls`` (a class or a tuple of classes). A class passed instead of an
+    instance (``adjoint=StoredStepAdjoint``), a string (``solver='tsit5'``) and any other object
+    are refused with the one message format, saying what to pass (``hint``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, cls):
+        return value
+    classes = cls if isinstance(cls, tuple) else (cls,)
+    what = " or ".join(f"an instance of {_class_name(c)}" for c in classes)
+    if isinstance(value, type):
+        if issubclass(value, classes):
+            raise ValueError(
+                f"{name}: expected {what}, got the class {_class_name(value)} itself; pass an "
+                f"instance, e.g. {value.__name__}(){'; ' + hint if hint else ''}"
+            )
+        expected(name, what, f"= the class {_class_name(value)}", hint)
+    if isinstance(value, str):
+        expected(name, what + " (an object, not its name)", value, hint)
+    expected(name, what, f"= {type(value).__name__} {value!r}"[:200], hint)
+
+
+def check_field_callable(field, name: str = "field"):
+    """A vector field: called as ``field(t, x, args)``. A class (``SelfAttention`` instead of
+    ``SelfAttention(1.0)``), a string or a number, and a callable whose signature cannot take
+    (t, x, args), are refused before anything is traced."""
+    hint = "e.g. attnflow.SelfAttention(1.0), or a function f(t, x, args)"
+    if isinstance(field, type):
+        raise ValueError(
+            f"{name}: expected a vector field called as {name}(t, x, args), got the class "
+            f"{_class_name(field)} itself; pass an instance, {hint}"
+        )
+    if isinstance(field, (str, bytes, int, float, complex)) or field is None or not callable(field):
+        expected(name, "a vector field called as field(t, x, args)", field, hint)
+    try:
+        signature = inspect.signature(field)
+    except (TypeError, ValueError):
+        return field  # a builtin or C callable: taken on trust
+    try:
+        signature.bind(0.0, None, None)
+    except TypeError:
+        raise ValueError(
+            f"{name}: expected a vector field called as {name}(t, x, args), got a callable "
+            f"with signature {signature}; wrap it, e.g. lambda t, x, args: f(x)"
+        ) from None
+    return field
+
+
+def check_dtype_option(dtype, name: str = "dtype", *, allowed=SUPPORTED_DTYPES):
+    """A floating dtype option: float32 or float64 (None is returned as None). Strings that
+    are not a dtype, float16 and integer dtypes are refused."""
+    if dtype is None:
+        return None
+    try:
+        value = jnp.dtype(dtype)
+    except TypeError:
+        expected(name, f"a dtype among {', '.join(allowed)}", dtype)
+    if value.name not in allowed:
+        expected(name, f"a dtype among {', '.join(allowed)}", f"= {value.name}")
+    return value
+
+
+def check_seed(seed, name: str = "seed"):
+    """A NumPy seed: a non-negative integer (or None)."""
+    if seed is None:
+        return None
+    return check_int(seed, name, low=0)
+
+
+@contextlib.contextmanager
+def public_names(mapping: dict, note: str = ""):
+    """Errors of an inner call in the user's terms: a ``ValueError`` raised inside the block
+    whose message starts with an internal argument name (a key of ``mapping``, e.g. ``"x"`` of a
+    helper called with the user's ``x0``) is re-raised with the public name (the value) in its
+    place, and ``note`` appended. The message is otherwise kept. Other errors pass unchanged."""
+    try:
+        yield
+    except ValueError as error:
+        text = str(error)
+        for inner, outer in mapping.items():
+            match = re.match(rf"{re.escape(inner)}(?=(\s*\([^)]*\))?\s*[:=\[])", text)
+            if match:
+                message = outer + text[match.end() :] + (f" ({note})" if note else "")
+                raise type(error)(message) from error
+        raise

@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_shape_tokens, is_traced
+from .._check import accepts_array_likes, check_shape_tokens, is_traced
 from ._base import AbstractAttention, check_field_input, weights_from_args
 from ._kernel import attention_matrix
 from ._self_attention import SelfAttention
@@ -123,6 +123,7 @@ class HardmaxRescaledAttention(eqx.Module):
         check_shape_tokens(z, "z")
         return self.attention.attention_matrix(z, weights)
 
+    @accepts_array_likes("z")
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         check_field_input(z, "z", nonzero=False)
         out = self.attention.attention_output(z, weights_from_args(args, z.shape[0]))

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._check import is_traced
+from .._check import accepts_array_likes, is_traced
 
 __all__ = ["Perceptron"]
 
@@ -131,6 +131,7 @@ class Perceptron(eqx.Module):
                 f"x: expected points of shape (n, {self.w.shape[2]}), got shape {jnp.shape(x)}"
             )
 
+    @accepts_array_likes("x")
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         self._check_points(x)
         k = self.piece_index(t)

@@ -272,7 +272,7 @@ class SinkhornEnergy(AbstractEnergy):
     def __init__(self, beta, A=None, *, iterations: int = 10_000, tolerance: float | None = None):
         self.beta = jnp.asarray(check_beta(beta, positive=True))
         if A is not None:
-            check_matrix(A, "A", "(d, d)")
+            A = check_matrix(A, "A", "(d, d)")
             check_symmetric(
                 A, "A", "the Sinkhorn energy is a gradient only for a symmetric bilinear form"
             )

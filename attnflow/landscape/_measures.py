@@ -79,16 +79,17 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
 
 
 def _check_D(D, d):
-    check_matrix(D, "D", "(d, d)")
+    D = check_matrix(D, "D", "(d, d)")
     check_symmetric(D, "D", "the energy ∬ exp(xᵀDy) dμ dμ needs a symmetric bilinear form")
     if jnp.shape(D) != (d, d):
         raise ValueError(f"D: expected shape ({d}, {d}) to match points in R^{d}, got {D.shape}")
+    return D
 
 
 def _prepare(D, points, weights):
     points = check_tokens(points, "points")
     n, d = points.shape
-    _check_D(D, d)
+    D = _check_D(D, d)
     weights = check_weights(weights, n)
     D = jnp.asarray(D, points.dtype)
     if weights is None:
