@@ -479,6 +479,7 @@ def check_measure(weights, n: int, name: str = "weights"):
 # Work and memory that follow from an argument are checked before any compilation or allocation.
 MAX_GRID_POINTS = 2**27  # 128 M evaluations of a kernel sum: minutes; more is a mistake
 MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a clustered state needs
+MAX_ARRAY_ELEMENTS = 2**28  # 268 M numbers (1 GiB in float32) in one array that an argument sizes
 
 
 def check_budget(name: str, requested, limit, *, what: str, hint: str = ""):
@@ -601,7 +602,7 @@ def check_instance(value, name: str, cls, hint: str = "", *, allow_none: bool = 
         if issubclass(value, classes):
             raise ValueError(
                 f"{name}: expected {what}, got the class {_class_name(value)} itself; pass an "
-                f"instance, e.g. {value.__name__}(){'; ' + hint if hint else ''}"
+                f"instance, e.g. {value.__name__}()"
             )
         expected(name, what, f"= the class {_class_name(value)}", hint)
     if isinstance(value, str):
@@ -672,3 +673,49 @@ def public_names(mapping: dict, note: str = ""):
                 message = outer + text[match.end() :] + (f" ({note})" if note else "")
                 raise type(error)(message) from error
         raise
+
+
+def check_angles(theta, name: str = "theta0", *, distinct: bool = False) -> np.ndarray:
+    """Finite real angles on the circle, shape (n,) with n >= 2, as a floating NumPy array.
+    With ``distinct``, two angles equal modulo 2π are refused (the pair models' merge time of a
+    zero gap is undefined: the two tokens are one cluster already), naming the two tokens."""
+    theta = np.asarray(check_real(as_array(theta, name), name))
+    if theta.dtype.kind not in "iuf":
+        expected(name, "real angles", f"= an array of dtype {theta.dtype}")
+    if theta.ndim != 1 or theta.shape[0] < 2:
+        expected(name, "angles of shape (n,) with n >= 2", f"= shape {theta.shape}")
+    if theta.dtype.kind != "f":
+        theta = theta.astype(float)
+    if not np.all(np.isfinite(theta)):
+        expected(name, "finite angles", "= NaN or inf")
+    if distinct:
+        wrapped = np.mod(theta, 2 * np.pi)
+        order = np.argsort(wrapped, kind="stable")
+        same = np.flatnonzero(np.diff(wrapped[order]) == 0)
+        if same.size:
+            i, j = sorted(int(k) for k in order[same[0] : same[0] + 2])
+            raise ValueError(
+                f"{name}: expected distinct angles (mod 2π), got {name}[{i}] = "
+                f"{float(theta[i])!r} and {name}[{j}] = {float(theta[j])!r}: two tokens at one "
+                "angle are one cluster already; merge them into one token"
+            )
+    return theta
+
+
+def failed_solves_message(
+    what: str, failed: int, total: int, t_end, max_steps, *, normalization, dtype
+) -> str:
+    """Why a batch of solves (a phase diagram) did not reach its end: the step cap, or, with
+    normalization='n', e^(β⟨Qx, Kx⟩) overflowing the dtype; or NaN/inf in the weights."""
+    limit = 88 if jnp.dtype(dtype) == jnp.float32 else 709
+    overflow = (
+        f"with normalization='n' the field multiplies by e^(β⟨Qx, Kx⟩), which overflows "
+        f"{jnp.dtype(dtype).name} once β⟨Qx, Kx⟩ > {limit} (use float64, a smaller β or the "
+        "softmax normalisation); "
+        if normalization == "n"
+        else ""
+    )
+    return (
+        f"{what}: {failed} of {total} solves did not reach t = {t_end} within max_steps = "
+        f"{max_steps}: {overflow}if the field is finite, raise max_steps or loosen rtol/atol"
+    )

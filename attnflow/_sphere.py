@@ -96,9 +96,14 @@ def project_tangent(
 
     Unlike :func:`tangent` it satisfies ⟨x, P_x v⟩ = 0 for every non-zero x, so a flow driven by it
     conserves |x_i| exactly (docs/maths.md §1.12: the plain extension is repelling when V = −I).
+
+    Called eagerly, a zero row of ``x`` is refused; traced (inside a solver step, under ``jit``)
+    a zero row gives NaN, as a NaN row does: both propagate to the caller, which diagnoses them
+    (docs/conventions.md, "Left to NaN propagation").
     """
     x, v = _check_pair(x, v)
-    x = check_nonzero_rows(x, "x")
+    if not is_traced(x):
+        x = check_nonzero_rows(x, "x")
     return v - jnp.sum(x * v, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True) * x
 
 

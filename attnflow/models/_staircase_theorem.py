@@ -43,11 +43,10 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from .._check import (
-    as_array,
+    check_angles,
     check_beta,
     check_int,
     check_positive_scalar,
-    check_real,
     check_tolerance,
     expected,
 )
@@ -63,16 +62,7 @@ def _beta_above_one(beta) -> float:
 
 def _angles(theta, name: str) -> np.ndarray:
     """Finite real angles of shape (n,), n >= 2, as a floating NumPy array."""
-    theta = np.asarray(check_real(as_array(theta, name), name))
-    if theta.dtype.kind not in "iuf":
-        expected(name, "real angles", f"= an array of dtype {theta.dtype}")
-    if theta.ndim != 1 or theta.shape[0] < 2:
-        expected(name, "angles of shape (n,) with n >= 2", f"= shape {theta.shape}")
-    if theta.dtype.kind != "f":
-        theta = theta.astype(float)
-    if not np.all(np.isfinite(theta)):
-        expected(name, "finite angles", "= NaN or inf")
-    return theta
+    return check_angles(theta, name)
 
 
 def collision_radius(beta: float) -> float:
@@ -194,7 +184,7 @@ def staircase_plateaus(theta0: ArrayLike, beta: float) -> dict:
         [4.074, 7.006, 8.644]
     """
     beta = _beta_above_one(beta)
-    theta = _angles(theta0, "theta0").astype(float)
+    theta = check_angles(theta0, "theta0", distinct=True)
     n = len(theta)
     radius = collision_radius(beta)
     angle = {i: float(theta[i]) for i in range(n)}

@@ -20,12 +20,15 @@ from .._check import (
     check_beta,
     check_bool,
     check_delta,
+    check_instance,
     check_int,
     check_key,
     check_positive_scalar,
     check_real,
+    check_tokens,
     check_tolerance,
     expected,
+    is_traced,
 )
 from .._diagnostics import count_clusters, inner_product_histogram
 from .._energy import InteractionEnergy
@@ -34,7 +37,9 @@ from .._solve import solve
 from ..measures._losses import squared_mmd
 from ..measures._mean_field import sliced_wasserstein
 from ._attention import attention_stack
-from ._load import HiddenStates
+from ._load import HiddenStates, PretrainedModel
+
+_MODEL_HINT = "load one with attnflow.pretrained.load_minilm() or attnflow.pretrained.load(path)"
 
 DEFAULT_DELTAS = (0.01, 0.05, 0.1, 0.2)
 
@@ -88,6 +93,9 @@ def _layer_tokens(x, name: str):
         raise ValueError(
             f"{name}: expected unit tokens of shape (layers, n, d), got shape {jnp.shape(x)}"
         )
+    if not is_traced(x):  # eagerly, before the compiled distances (which would name their x, y)
+        layers, n, d = jnp.shape(x)
+        check_tokens(jnp.reshape(x, (layers * n, d)), f"{name} (rows of all layers)")
     return jnp.asarray(x)
 
 
@@ -186,6 +194,7 @@ def layer_statistics(
         >>> stats.mean_cosine.shape  # doctest: +SKIP
         (7,)
     """
+    check_instance(model, "model", PretrainedModel, _MODEL_HINT)
     _check_statistics_args(deltas, energy_beta, bins)  # before the forward pass
     out = model.hidden_states(text, max_length=max_length, pad_to=pad_to, schedule=schedule)
     x, _ = unpadded_unit_states(out)
@@ -320,6 +329,7 @@ def compare_with_flow(
         >>> cmp.agreement.shape  # doctest: +SKIP
         (7,)
     """
+    check_instance(model, "model", PretrainedModel, _MODEL_HINT)
     key = _check_compare_args(method, rescale, rtol, atol, kappa, num_projections, key)
     num_layers = model.config.num_hidden_layers
     layers = list(range(num_layers) if layers is None else layers)
