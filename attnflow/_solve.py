@@ -235,7 +235,8 @@ _STIFF = (
     "at x0 is about λ = {rate:.3g}{overflow}, so an explicit solver needs about "
     "λ·(t1 − t0)/3 = {need:.3g} steps (raising max_steps does not help past {limit:.3g}). "
     "Large β with normalization='n' does this (USA's rate grows like e^β, and overflows "
-    "float32 for β > 88): use a smaller β, the softmax normalisation, or an implicit solver (e.g. solver=diffrax.Kvaerno5())"
+    "float32 for β > 88): use a smaller β, the softmax normalisation, or an implicit solver "
+    "(e.g. solver=diffrax.Kvaerno5())"
 )
 
 
