@@ -85,9 +85,12 @@ import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._check import (
+    MAX_ARRAY_ELEMENTS,
     as_array,
     check_beta,
+    check_budget,
     check_delta,
+    check_dtype_option,
     check_finite_scalar,
     check_int,
     check_key,
@@ -268,6 +271,14 @@ def random_qk_nodes(
     d = check_int(d, "d", low=2)
     nodes = check_int(nodes, "nodes", low=1)
     k = d if k is None else check_int(k, "k", low=1)
+    check_budget(
+        "nodes",
+        2 * nodes * k * d,
+        MAX_ARRAY_ELEMENTS,
+        what="numbers in the nodes (2 x nodes x k x d)",
+        hint="a few hundred nodes already average the law of (Q, K) well",
+    )
+    dtype = check_dtype_option(dtype, "dtype")
     dtype = jnp.result_type(float) if dtype is None else dtype
     kq, kk = jr.split(key)
     Q = jr.normal(kq, (nodes, k, d), dtype) / k**0.25
