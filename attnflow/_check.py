@@ -719,3 +719,19 @@ def failed_solves_message(
         f"{what}: {failed} of {total} solves did not reach t = {t_end} within max_steps = "
         f"{max_steps}: {overflow}if the field is finite, raise max_steps or loosen rtol/atol"
     )
+
+
+@contextlib.contextmanager
+def reading_file(path, name: str = "source", what: str = "file"):
+    """Reading a user's file: a corrupt or unreadable file raises ``ValueError`` that names the
+    argument and the file (whatever the reader raised: JSON, safetensors, tokenizers, OS)."""
+    try:
+        yield
+    except ValueError as error:
+        if str(error).startswith(f"{name}:"):
+            raise
+        raise ValueError(f"{name}: could not read the {what} {path}: {error}") from error
+    except Exception as error:  # noqa: BLE001 - a third-party reader's own exception types
+        raise ValueError(
+            f"{name}: could not read the {what} {path}: {type(error).__name__}: {error}"
+        ) from error
