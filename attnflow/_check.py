@@ -735,3 +735,22 @@ def reading_file(path, name: str = "source", what: str = "file"):
         raise ValueError(
             f"{name}: could not read the {what} {path}: {type(error).__name__}: {error}"
         ) from error
+
+
+def check_curve(x, name_x: str, **ys):
+    """Data of a curve: ``x`` and each of ``ys`` (name=values; None is skipped) real, finite,
+    1-d, of one length (lists converted). Returns NumPy float arrays, x first, then the ``ys``
+    in order (None stays None)."""
+    x = np.asarray(check_real_values(x, name_x), float)
+    if x.ndim != 1:
+        expected(name_x, "a 1-d array of times", f"= shape {x.shape}")
+    out = [x]
+    for name, values in ys.items():
+        if values is None:
+            out.append(None)
+            continue
+        values = np.asarray(check_real_values(values, name), float)
+        if values.shape != x.shape:
+            expected(name, f"shape {x.shape} to match {name_x}", f"= shape {values.shape}")
+        out.append(values)
+    return out
