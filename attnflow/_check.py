@@ -754,3 +754,35 @@ def check_curve(x, name_x: str, **ys):
             expected(name, f"shape {x.shape} to match {name_x}", f"= shape {values.shape}")
         out.append(values)
     return out
+
+
+def _tracer_kinds(value) -> list[str]:
+    """The transformations a value is traced by, outermost first (JVPTracer, LinearizeTracer,
+    BatchTracer, ...), following each tracer's primal."""
+    kinds = []
+    while isinstance(value, jax.core.Tracer) and len(kinds) < 32:
+        kinds.append(type(value).__name__)
+        value = getattr(value, "primal", getattr(value, "val", None))
+    return kinds
+
+
+def check_reverse_mode_only(tree, name: str, what: str):
+    """Refuse, at trace time, forward-mode differentiation (``jax.jvp``, ``jax.jacfwd``,
+    ``jax.hessian``) and second reverse derivatives of an operation that supports one reverse
+    pass only: JAX's own error comes late (after the reverse pass is traced: 40 s for a Hessian)
+    and does not say what to use. Sees transformations applied outside a ``jit`` boundary."""
+    for leaf in jax.tree.leaves(tree):
+        kinds = _tracer_kinds(leaf)
+        if "JVPTracer" in kinds:
+            raise ValueError(
+                f"{name}: {what} supports reverse mode only (jax.grad, jax.vjp, jax.jacrev), got "
+                "forward mode (jax.jvp, jax.jacfwd or jax.hessian); use "
+                "adjoint=diffrax.DirectAdjoint() or diffrax.ForwardMode(), or "
+                "solve(..., differentiable_twice=True)"
+            )
+        if kinds.count("LinearizeTracer") >= 2:
+            raise ValueError(
+                f"{name}: {what} supports one reverse pass only, got a second derivative "
+                "(jax.grad of jax.grad); use adjoint=diffrax.DirectAdjoint(), or "
+                "solve(..., differentiable_twice=True)"
+            )

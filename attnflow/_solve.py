@@ -22,10 +22,12 @@ from ._check import (
     check_instance,
     check_max_steps,
     check_positive_scalar,
+    check_reverse_mode_only,
     check_save_times,
     check_tokens,
     is_traced,
 )
+from ._integrators._stored_adjoint import StoredStepAdjoint
 from ._integrators._tolerance import floor_tolerances
 from ._sphere import unit_rows
 
@@ -569,6 +571,10 @@ def _integrate(
     throw = check_bool(throw, "throw")
     differentiable_twice = check_bool(differentiable_twice, "differentiable_twice")
     _check_solve_objects(field, solver, adjoint, stepsize_controller, progress_meter)
+    if isinstance(adjoint, StoredStepAdjoint):
+        check_reverse_mode_only(
+            (field, x0, t1, t0, args), "adjoint", "StoredStepAdjoint (a custom reverse pass)"
+        )
     dtype = jnp.result_type(x0)
     t0, t1, t1_value, rtol, atol, max_steps, dt0 = _check_solve_arguments(
         t0, t1, rtol, atol, max_steps, dt0, dtype

@@ -21,12 +21,16 @@ modules that other work owns are listed in ``KNOWN`` with the reason; the walk r
 import inspect
 import os
 import re
+import signal
+import time
 import types
 import typing
 import warnings
 
+import diffrax
 import equinox as eqx
 import hypothesis.strategies as st
+import optimistix as optx
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -419,7 +423,156 @@ def families(param, qualname=""):
         out.append(("delta out of range", st.sampled_from([NAN, -1e-3, 0.0, 2.0, 5.0])))
     if name == "rho":
         out.append(("rho out of [-1, 1]", st.sampled_from([-1.5, 1.5])))
+    # Issue 35's patterns: objects where an instance goes, absurd sizes, NaN in every float,
+    # tokens off the sphere. (Lists for every array argument: see _list_families.)
+    if name in OBJECT_OPTIONS:
+        out.append(("string for object", st.sampled_from(["tsit5", "default"])))
+        out.append(("class for instance", st.just(OBJECT_OPTIONS[name])))
+    if name in SIZE_NAMES and (qualname, name) not in FREE_SIZES:
+        out.append(("absurd size", st.just(ABSURD_SIZE)))
+    if _is_float(param) and name not in NAN_FAMILY_NAMES and (qualname, name) not in NAN_VALID:
+        out.append(("nan float", st.just(NAN)))
+    if (
+        name in TOKEN_NAMES
+        and shape in (None, "n d", "m d")
+        and qualname not in OFF_SPHERE_POINTS
+    ):
+        out.append(("off-sphere tokens", st.sampled_from([0.5 * X, X.at[1].set(0.0)])))
     return out
+
+
+# Options that take an object: a name (a string) or the class itself must be refused, saying
+# what to pass. The class given is the one a user would reach for.
+OBJECT_OPTIONS = {
+    "solver": diffrax.Tsit5,
+    "adjoint": af.StoredStepAdjoint,
+    "stepsize_controller": diffrax.PIDController,
+    "progress_meter": diffrax.TqdmProgressMeter,
+    "root_finder": optx.Newton,
+    "event": diffrax.Event,
+    "saveat": diffrax.SaveAt,
+    "field": af.SelfAttention,
+    "attention": af.SelfAttention,
+    "energy": af.InteractionEnergy,
+    "metric": af.WassersteinMetric,
+    "statistic": af.ClusterCount,
+    "family": af.FieldFamily,
+    "ensemble": af.AttentionEnsemble,
+    "scheme": af.PreLN,
+    "model": afpretrained.PretrainedModel,
+}
+
+# Counts that size an allocation or a loop: 10**12 must be refused before any work (a budget),
+# or, for a closed form where the count is only a number in a formula, answered at once.
+ABSURD_SIZE = 10**12
+SIZE_NAMES = {
+    "n",
+    "d",
+    "num_points",
+    "nodes",
+    "realizations",
+    "max_degree",
+    "steps",
+    "num_layers",
+    "bins",
+    "iterations",
+    "num_random",
+    "num_flow",
+    "num_projections",
+    "num_heads",
+    "heads",
+    "depth",
+    "waypoints",
+    "n_max",
+    "num",
+    "size",
+}
+FREE_SIZES: dict[tuple[str, str], str] = {}
+SIZE_SECONDS = 5.0  # an answer, or a refusal, within this (an allocation or a hang is slower)
+
+# Every float parameter refuses NaN, except where NaN is a documented value (none so far). The
+# older "nan scalar" family already covers these names.
+NAN_FAMILY_NAMES = {"beta", "t", "t1", "step", "sigma", "kappa", "gap", "mass", "lam", "rho"}
+NAN_VALID: dict[tuple[str, str], str] = {}
+
+
+def _is_float(param):
+    default = param.default
+    if isinstance(default, bool):
+        return False
+    return isinstance(default, float) or param.annotation is float
+
+
+# Functions whose token argument is a point of R^d, not of the sphere, by design (the reason).
+OFF_SPHERE_POINTS = {
+    "attnflow.normalize": "projects arbitrary non-zero points onto the sphere",
+    "attnflow.project_tangent": "P_x v is defined off the sphere (|x_i| conserved)",
+    "attnflow.tangent_basis": "a basis of x^perp for any non-zero x",
+    "attnflow.Perceptron": "acts on points of R^d",
+    "attnflow.FeedForward": "acts on points of R^d",
+    "attnflow.rescale": "z = e^{-tV} x lives off the sphere",
+    "attnflow.unrescale": "z = e^{-tV} x lives off the sphere",
+    "attnflow.models.limit_geometry": "z = e^{-tV} x lives off the sphere",
+}
+
+
+def _list_families(base):
+    """Lists for every array argument that has a valid value: must be accepted (as JAX does)."""
+    out = []
+    for name, value in base.items():
+        if isinstance(value, (jnp.ndarray, np.ndarray)) and value.ndim >= 1:
+            if jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(
+                value.dtype, jnp.integer
+            ):
+                out.append((name, np.asarray(value).tolist()))
+    return out
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _TooSlow()
+
+
+def _timed_outcome(obj, params, kwargs, name, seconds):
+    """:func:`_outcome` for an absurd size: a refusal, or an answer within ``seconds``."""
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(seconds * 4))  # a hard stop for a hang; the time is judged below
+    start = time.perf_counter()
+    try:
+        problem = _outcome(obj, params, kwargs, name)
+    except _TooSlow:
+        problem = "hang: still running"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    elapsed = time.perf_counter() - start
+    if problem == "silent: returned a result":
+        return None if elapsed < seconds else f"slow: answered after {elapsed:.1f} s"
+    if problem is None and elapsed > seconds:
+        return f"slow refusal: {elapsed:.1f} s"
+    return problem
+
+
+def _list_outcome(obj, params, kwargs, base, name):
+    """None if a list in place of a valid array is accepted (or refused as the array is)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _call(obj, params, dict(kwargs))
+    except Exception as error:  # noqa: BLE001 - compared with the array's outcome below
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _call(obj, params, dict(base))
+        except type(error):
+            return None  # the array is refused too: not a question of lists
+        except Exception:  # noqa: BLE001, S110 - a different failure: report the list's
+            pass
+        return f"list refused: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+    return None
 
 
 def _required(qualname, obj):
@@ -485,9 +638,18 @@ def _walk_one(qualname, data):
                 continue  # listed below with its reason; ATTNFLOW_WALK_KNOWN=1 runs them
             value = data.draw(strategy, label=f"{param.name} ({family})")
             kwargs = {**base, param.name: value}
-            problem = _outcome(obj, params, kwargs, param.name)
+            if family == "absurd size":
+                problem = _timed_outcome(obj, params, kwargs, param.name, SIZE_SECONDS)
+            else:
+                problem = _outcome(obj, params, kwargs, param.name)
             if problem is not None:
                 failures[(qualname, param.name, family)] = problem
+    for name, value in _list_families(base):
+        if (qualname, name, "list for array") in KNOWN and not RUN_KNOWN:
+            continue
+        problem = _list_outcome(obj, params, {**base, name: value}, base, name)
+        if problem is not None:
+            failures[(qualname, name, "list for array")] = problem
     return failures
 
 
