@@ -786,3 +786,54 @@ def check_reverse_mode_only(tree, name: str, what: str):
                 "(jax.grad of jax.grad); use adjoint=diffrax.DirectAdjoint(), or "
                 "solve(..., differentiable_twice=True)"
             )
+
+
+def real_arguments(**domains):
+    """Decorator for public closed forms: each named argument is checked by
+    :func:`check_real_values` (real, finite; in [low, high] when its domain is a pair
+    ``(low, high)``, either None; ``None`` for no bound) before the call, and passed on as
+    converted (lists become arrays). An argument whose value is None is left alone (an
+    optional). Under ``jit`` the checks go through ``eqx.error_if``. Numbers and arrays are
+    passed on as they came, lists as the converted arrays."""
+
+    def decorate(function):
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            for name, domain in domains.items():
+                value = bound.arguments.get(name)
+                if value is not None:
+                    low, high = domain if domain is not None else (None, None)
+                    checked = check_real_values(value, name, low=low, high=high)
+                    # Lists become arrays; numbers and arrays pass as they came (their dtype
+                    # and weak typing are the function's business), traced ones checked.
+                    if isinstance(value, (list, tuple)) or is_traced(value):
+                        bound.arguments[name] = checked
+            return function(*bound.args, **bound.kwargs)
+
+        return checked
+
+    return decorate
+
+
+def check_finite_array(x, name: str, *, allow_negative_infinity: bool = False):
+    """A real array (lists converted) whose entries are finite when concrete (−∞ allowed with
+    ``allow_negative_infinity``: an additive mask). Traced arrays are left to NaN propagation
+    (docs/conventions.md). Returns the (converted) array."""
+    x = as_array(x, name)
+    check_real(x, name)
+    if is_traced(x):
+        return x
+    values = np.asarray(x)
+    bad = np.isnan(values) | (values == np.inf)
+    if not allow_negative_infinity:
+        bad |= values == -np.inf
+    if np.any(bad):
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        allowed = " (−inf, a mask, is allowed)" if allow_negative_infinity else ""
+        raise ValueError(
+            f"{name}: expected finite values{allowed}, got {values[where]} at index {where}"
+        )
+    return x

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
-from .._check import check_block_size, check_measure, is_traced
+from .._check import check_block_size, check_finite_array, check_measure, is_traced
 
 DENSE_TILE = 2**22
 """Logits the dense path handles at once: DENSE_TILE // m query rows against all m keys.
@@ -424,6 +424,15 @@ def _check_mask(mask):
 
 
 def _prepare(queries, keys, values, weights, bias):
+    # Concrete (eager) calls: real, finite inputs (NaN would only come back as a NaN row).
+    queries, keys, values = (
+        check_finite_array(a, name)
+        for a, name in ((queries, "queries"), (keys, "keys"), (values, "values"))
+    )
+    if bias is not None:
+        bias = check_finite_array(bias, "bias", allow_negative_infinity=True)
+    if jnp.ndim(queries) != 2:
+        raise ValueError(f"queries: expected shape (n, k), got {jnp.shape(queries)}")
     n, k = jnp.shape(queries)
     m = jnp.shape(keys)[0]
     if jnp.ndim(keys) != 2 or jnp.shape(keys)[1] != k:

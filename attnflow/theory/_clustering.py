@@ -404,4 +404,5 @@ def cone_collapse_bound(
     power = _weight_exponent(normalization)
     beta = _check_nonnegative(beta, "beta")
     t = _float_array(t, "t")
+    _float_array(t0, "t0")  # checked; a Python number stays weakly typed
     return 0.5 * jnp.exp(-(t - t0) * jnp.exp(-power * beta) / (2 * n))

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 
-from .._check import check_positive_scalar, check_real_values, check_tolerance
+from .._check import check_positive_scalar, check_real_values, check_tolerance, real_arguments
 
 __all__ = [
     "antipodal_energy",
@@ -123,6 +123,7 @@ def maximum_energy(D) -> float:
     return float(max(np.exp(lam[-1]), np.cosh(lam[0])))
 
 
+@real_arguments(lam_min=None)
 def maximizer_switch(lam_min) -> float:
     """The top eigenvalue at which the maximiser switches type: λ_max = log cosh λ_min.
 
@@ -249,6 +250,7 @@ def uniform_wasserstein_gradient(D, x):
     return 2 * coef * tangent
 
 
+@real_arguments(d1=None, d2=None, theta=None)
 def rectangle_energy(d1, d2, theta):
     """E of ¼ Σ δ at (±cos θ, ±sin θ) with D = diag(d1, d2): cosh(d1 cos²θ) cosh(d2 sin²θ).
 
@@ -261,6 +263,7 @@ def rectangle_energy(d1, d2, theta):
     return np.cosh(d1 * c2) * np.cosh(d2 * (1 - c2))
 
 
+@real_arguments(d1=None, d2=None)
 def rectangle_critical_angle(d1, d2) -> float:
     """θ* ∈ (0, π/2) where the rectangle (±cos θ, ±sin θ) is critical for D = diag(d1, d2):
 
