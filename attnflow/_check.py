@@ -150,9 +150,20 @@ def check_nonzero_rows(x, name: str = "x"):
         return eqx.error_if(
             x, jnp.any(jnp.all(x == 0, axis=-1)), f"{name}: a zero row cannot be normalised"
         )
-    zero = np.all(np.asarray(x) == 0, axis=-1)
+    values = np.asarray(x)
+    zero = np.all(values == 0, axis=-1)
     if np.any(zero):
         raise ValueError(f"{name}: row {int(np.argmax(zero))} is zero and cannot be normalised")
+    if values.dtype.kind == "f":
+        # XLA flushes subnormal numbers to zero (CPU and GPU): such a row is zero to JAX.
+        tiny = np.finfo(values.dtype).tiny
+        flushed = np.all(np.abs(values) < tiny, axis=-1)
+        if np.any(flushed):
+            raise ValueError(
+                f"{name}: row {int(np.argmax(flushed))} has only subnormal entries (below "
+                f"{tiny:.3g} in {values.dtype}), which JAX flushes to zero: it cannot be "
+                "normalised; rescale it first"
+            )
     return x
 
 

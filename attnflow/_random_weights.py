@@ -15,6 +15,7 @@ from jaxtyping import PRNGKeyArray
 
 from ._check import (
     check_beta,
+    check_finite_array,
     check_finite_scalar,
     check_int,
     check_key,
@@ -140,7 +141,9 @@ def _check_fixed(fixed, d: int, k) -> tuple[dict, int]:
     fixed = {} if fixed is None else dict(fixed)
     if not set(fixed) <= {"Q", "K", "V"}:
         raise ValueError(f"fixed: expected keys among 'Q', 'K', 'V', got {sorted(map(str, fixed))}")
-    fixed = {name: jnp.asarray(m) for name, m in fixed.items()}
+    fixed = {
+        name: jnp.asarray(check_finite_array(m, f"fixed[{name!r}]")) for name, m in fixed.items()
+    }
     if "V" in fixed and fixed["V"].shape != (d, d):
         raise ValueError(f"fixed['V']: expected shape {(d, d)}, got {fixed['V'].shape}")
     for name in ("Q", "K"):

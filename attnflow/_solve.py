@@ -14,6 +14,7 @@ from jaxtyping import Array, Float
 
 from ._check import (
     MAX_STEPS_LIMIT,
+    as_array,
     check_bool,
     check_budget,
     check_delta,
@@ -22,6 +23,7 @@ from ._check import (
     check_instance,
     check_max_steps,
     check_positive_scalar,
+    check_real,
     check_reverse_mode_only,
     check_save_times,
     check_tokens,
@@ -600,6 +602,7 @@ def _integrate(
     elif ts is None:
         saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
+        ts = check_real(as_array(ts, "ts"), "ts")  # complex times would lose their imaginary part
         ts = check_save_times(jnp.asarray(ts, dtype=dtype), t0, t1)
         saveat = diffrax.SaveAt(ts=ts, **save_fn)
     _check_event(event)

@@ -20,7 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_bool, check_int, check_tokens, is_traced
+from .._check import (
+    check_bool,
+    check_dtype_option,
+    check_int,
+    check_tokens,
+    is_traced,
+)
 from .._solve import solve
 from ._base import AbstractAttention
 from ._self_attention import SelfAttention
@@ -40,7 +46,8 @@ def alibi_bias(n: int, slope, *, causal: bool = True, dtype=None) -> Float[Array
         raise ValueError(f"slope: expected a scalar ALiBi slope, got shape {jnp.shape(slope)}")
     if not is_traced(slope) and not (np.isfinite(float(slope)) and float(slope) >= 0):
         raise ValueError(f"slope: expected a finite slope m >= 0, got {float(slope)}")
-    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    dtype = check_dtype_option(dtype, "dtype")
+    dtype = dtype if dtype is not None else jnp.result_type(float)
     positions = jnp.arange(n)
     distance = jnp.abs(positions[:, None] - positions[None, :]).astype(dtype)
     bias = -jnp.asarray(slope, dtype) * distance

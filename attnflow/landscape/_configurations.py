@@ -365,7 +365,7 @@ def inner_product_spectrum(
         >>> [round(float(v), 4) for v in values], mult.tolist()
         ([-1.0, -0.4472, 0.4472], [1.0, 5.0, 5.0])
     """
-    x = check_tokens(x, unit=False)
+    x = check_tokens(x)
     tol = check_tolerance(tol, "tol")
     points = np.asarray(x, dtype=np.float64)
     n = points.shape[0]
@@ -412,7 +412,7 @@ def design_strength(
         >>> theory.design_strength(theory.icosahedron())
         5
     """
-    x = check_tokens(x, unit=False)
+    x = check_tokens(x)
     max_degree = check_int(max_degree, "max_degree", low=1)
     tol = check_tolerance(tol, "tol")
     points = np.asarray(x, dtype=np.float64)

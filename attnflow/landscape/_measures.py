@@ -25,6 +25,7 @@ from jaxtyping import Array, Bool, Float, Int
 from .._check import (
     check_bool,
     check_delta,
+    check_finite_scalar,
     check_int,
     check_matrix,
     check_range,
@@ -63,6 +64,7 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
         ((8, 2), (100, 3))
     """
     num_points = check_int(num_points, "num_points", low=1)
+    offset = float(check_finite_scalar(offset, "offset"))
     dtype = jnp.result_type(float) if dtype is None else dtype
     k = np.arange(num_points, dtype=np.float64)
     if d == 2:
