@@ -493,15 +493,33 @@ MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a cluster
 MAX_ARRAY_ELEMENTS = 2**28  # 268 M numbers (1 GiB in float32) in one array that an argument sizes
 
 
-def check_budget(name: str, requested, limit, *, what: str, hint: str = ""):
+def check_budget(name: str, requested, limit, *, what: str, hint: str = "", factors=None):
     """Refuse, before starting, a request whose size follows from an argument and exceeds
     ``limit``: say how large it is and by what factor it exceeds the limit. ``what`` names the
-    quantity (e.g. "solver steps"), ``hint`` says how to make the request smaller."""
+    quantity (e.g. "solver steps"), ``hint`` says how to make the request smaller, ``factors``
+    (a dict name → value) the arguments the size is the product of, each named in the message."""
     if requested > limit:
+        listed = ""
+        if factors:
+            listed = " from " + ", ".join(f"{k} = {v:.3g}" for k, v in factors.items())
         raise ValueError(
-            f"{name}: expected a request of at most {limit:.3g} {what}, got {requested:.3g} "
-            f"({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
+            f"{name}: expected a request of at most {limit:.3g} {what}, got {float(requested):.3g}"
+            f"{listed} ({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
         )
+
+
+def check_size(value, name: str, *, low: int | None = 1, per_unit: float = 1, limit=None, what=""):
+    """A count that sizes an allocation or a loop: an integer >= ``low`` (:func:`check_int`)
+    with ``value * per_unit`` within ``limit`` (default :data:`MAX_ARRAY_ELEMENTS`), refused
+    before any work."""
+    value = check_int(value, name, low=low)
+    check_budget(
+        name,
+        value * per_unit,
+        MAX_ARRAY_ELEMENTS if limit is None else limit,
+        what=what or f"numbers sized by {name}",
+    )
+    return value
 
 
 def check_real_values(x, name: str, *, low: float | None = None, high: float | None = None):
@@ -848,3 +866,17 @@ def check_finite_array(x, name: str, *, allow_negative_infinity: bool = False):
             f"{name}: expected finite values{allowed}, got {values[where]} at index {where}"
         )
     return x
+
+
+def check_callable(value, name: str, what: str, hint: str = ""):
+    """A callable object (an energy, a field, an update): a class passed instead of an instance
+    (``energy=InteractionEnergy``, which calling would construct one), a string or a number is
+    refused saying what to pass."""
+    if isinstance(value, type):
+        raise ValueError(
+            f"{name}: expected {what}, got the class {_class_name(value)} itself; pass an "
+            f"instance, e.g. {value.__name__}(...){'; ' + hint if hint else ''}"
+        )
+    if isinstance(value, (str, bytes, int, float, complex)) or value is None or not callable(value):
+        expected(name, what, value, hint)
+    return value

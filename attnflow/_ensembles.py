@@ -17,7 +17,13 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import MAX_ARRAY_ELEMENTS, check_budget, check_dtype_option, check_int, check_key
+from ._check import (
+    MAX_ARRAY_ELEMENTS,
+    check_budget,
+    check_dtype_option,
+    check_key,
+    check_size,
+)
 
 _BILINEAR = ("identity", "ginibre", "goe", "gpt2")
 _VALUE = ("identity", "ginibre", "wishart", "qk", "kq", "gpt2")
@@ -83,7 +89,7 @@ class AttentionEnsemble(eqx.Module):
     ) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
         """Draw (B, V), both (d, d); deterministic given ``key``."""
         key = check_key(key)
-        d = check_int(d, "d", low=2)
+        d = check_size(d, "d", low=2)
         check_budget("d", 3 * d * d, MAX_ARRAY_ELEMENTS, what="numbers in three (d, d) draws")
         dtype = check_dtype_option(dtype, "dtype")
         dtype = dtype if dtype is not None else jnp.result_type(float)

@@ -12,6 +12,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_beta, check_bool, check_key, check_tokens, is_traced
 from ._integrators._sde import solve_fixed_step_sde
+from ._solve import check_solve_objects
 from ._sphere import project_tangent, unit_rows
 
 
@@ -138,6 +139,7 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
+    check_solve_objects(field, solver, adjoint)
     key, x0, sigma, common_noise, normalize = _check_sde_arguments(
         field, x0, sigma, key, form, common_noise, normalize
     )

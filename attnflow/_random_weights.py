@@ -20,6 +20,7 @@ from ._check import (
     check_int,
     check_key,
     check_positive_scalar,
+    check_size,
 )
 from ._fields._piecewise import PiecewiseConstant
 from ._fields._self_attention import MultiHeadAttention
@@ -97,9 +98,9 @@ def random_multihead_attention(
         True
     """
     key = check_key(key)  # an int seed or legacy key
-    L = check_int(num_layers, "num_layers", low=1)
-    H = check_int(num_heads, "num_heads", low=1)
-    d = check_int(d, "d", low=2)
+    L = check_size(num_layers, "num_layers", low=1)
+    H = check_size(num_heads, "num_heads", low=1)
+    d = check_size(d, "d", low=2)
     k = None if k is None else check_int(k, "k", low=1)
     fixed, k = _check_fixed(fixed, d, k)
     if scaling not in ("diffusive", "ode"):

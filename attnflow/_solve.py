@@ -349,10 +349,13 @@ def _scalar_array(value, dtype):
     return jnp.asarray(value, dtype)
 
 
-def _check_solve_objects(field, solver, adjoint, stepsize_controller, progress_meter):
+def check_solve_objects(
+    field, solver=None, adjoint=None, stepsize_controller=None, progress_meter=None
+):
     """The options that take an object: an instance of the right diffrax class (a class passed
     for its instance, or a name such as ``solver='tsit5'``, is refused saying what to pass)."""
-    check_field_callable(field)
+    if field is not None:
+        check_field_callable(field)
     check_instance(
         solver, "solver", diffrax.AbstractSolver, "e.g. diffrax.Tsit5()", allow_none=True
     )
@@ -572,7 +575,7 @@ def _integrate(
     of a failed solve."""
     throw = check_bool(throw, "throw")
     differentiable_twice = check_bool(differentiable_twice, "differentiable_twice")
-    _check_solve_objects(field, solver, adjoint, stepsize_controller, progress_meter)
+    check_solve_objects(field, solver, adjoint, stepsize_controller, progress_meter)
     if isinstance(adjoint, StoredStepAdjoint):
         check_reverse_mode_only(
             (field, x0, t1, t0, args), "adjoint", "StoredStepAdjoint (a custom reverse pass)"

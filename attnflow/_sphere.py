@@ -13,6 +13,7 @@ from ._check import (
     check_key,
     check_nonzero_rows,
     check_real,
+    check_size,
     check_tokens,
     expected,
     is_traced,
@@ -138,7 +139,7 @@ def random_tokens(
         (4, 3)
     """
     key = check_key(key)
-    n, d = check_int(n, "n", low=1), check_int(d, "d")
+    n, d = check_size(n, "n", low=1), check_size(d, "d", low=None)
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if isinstance(batch_shape, (int, np.integer)):
@@ -165,7 +166,7 @@ def orthogonal_tokens(
         >>> bool(abs(x @ x.T - jnp.eye(3)).max() < 1e-6)
         True
     """
-    n, d = check_int(n, "n", low=1), check_int(d, "d")
+    n, d = check_size(n, "n", low=1), check_size(d, "d", low=None)
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n > d:

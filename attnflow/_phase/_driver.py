@@ -492,6 +492,7 @@ def phase_diagram(
         MAX_ARRAY_ELEMENTS,
         what="numbers in the sampled tokens and weights (realizations x pieces x heads x d x "
         "max(n, d))",
+        factors={"realizations": R, "n": n, "d": d},
     )
     x0, weights = _sample(key, n, d, R, dtype, ensemble, shared_weights, family, float(ts[-1]))
     Q, K, V = (weights.get(name) for name in ("Q", "K", "V"))

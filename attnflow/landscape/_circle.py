@@ -16,9 +16,9 @@ from jaxtyping import Array, ArrayLike, Float
 from .._check import (
     as_array,
     check_beta,
-    check_int,
     check_real_values,
     check_sa_normalization,
+    check_size,
     check_tokens,
     real_arguments,
 )
@@ -160,7 +160,7 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
 
 
 def _check_dimension(d):
-    return check_int(d, "d", low=2)
+    return check_size(d, "d", low=2)
 
 
 def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*shape"]:
@@ -200,7 +200,7 @@ def strict_saddle_threshold(n: int) -> float:
         >>> [round(af.theory.strict_saddle_threshold(n), 2) for n in (4, 8, 32)]
         [3.46, 19.69, 389.31]
     """
-    n = check_int(n, "n", low=2)
+    n = check_size(n, "n", low=2)
     a = math.pi / (2 * (int(n) - 1))
     return math.cos(a) / math.sin(a) ** 2
 

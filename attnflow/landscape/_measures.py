@@ -29,6 +29,7 @@ from .._check import (
     check_int,
     check_matrix,
     check_range,
+    check_size,
     check_symmetric,
     check_tokens,
     check_tolerance,
@@ -63,7 +64,7 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
         >>> af.landscape.sphere_points(8, 2).shape, af.landscape.sphere_points(100, 3).shape
         ((8, 2), (100, 3))
     """
-    num_points = check_int(num_points, "num_points", low=1)
+    num_points = check_size(num_points, "num_points", low=1)
     offset = float(check_finite_scalar(offset, "offset"))
     dtype = jnp.result_type(float) if dtype is None else dtype
     k = np.arange(num_points, dtype=np.float64)
@@ -526,7 +527,7 @@ def _run(
     if tol is not None:
         tol = float(check_tolerance(tol, "tol"))
     if num_points is not None:
-        num_points = check_int(num_points, "num_points", low=1)
+        num_points = check_size(num_points, "num_points", low=1)
         if points is not None:
             raise ValueError(
                 f"num_points: expected None when points are given (they fix their number), "

@@ -63,6 +63,13 @@ def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
     """
     n = check_int(n, "n", low=2)
     d = check_int(d, "d", low=2)
+    check_budget(
+        "n",
+        n * n * d,
+        MAX_ARRAY_ELEMENTS,
+        what="numbers in about n/2 configurations of n x d",
+        factors={"n": n, "d": d},
+    )
     configs = {
         "synchronised": _great_circle(np.zeros(n), d),
         "polygon": _great_circle(2 * np.pi * np.arange(n) / n, d),

@@ -24,9 +24,9 @@ from .._check import (
     check_budget,
     check_dtype,
     check_finite_scalar,
-    check_int,
     check_positive_scalar,
     check_seed,
+    check_size,
 )
 from .._fields._feedforward import FeedForward, TransformerBlock
 from .._fields._piecewise import PiecewiseConstant
@@ -218,7 +218,9 @@ def interpolate_measures(
     step_time = float(check_positive_scalar(step_time, "step_time"))
     max_step = float(check_positive_scalar(max_step, "max_step"))
     min_clearance = float(check_positive_scalar(min_clearance, "min_clearance"))
-    waypoints = check_int(waypoints, "waypoints", low=0)
+    waypoints = check_size(
+        waypoints, "waypoints", low=0, limit=MAX_PIECES, what="random waypoints per atom"
+    )
     seed = check_seed(seed, "seed")
     dtype = x.dtype
     eye = np.eye(d)

@@ -25,6 +25,7 @@ from .._check import (
     check_key,
     check_positive_scalar,
     check_real,
+    check_size,
     check_tokens,
     check_tolerance,
     expected,
@@ -103,7 +104,7 @@ def _check_statistics_args(deltas, energy_beta, bins):
     """The thresholds δ (a non-empty 1-d sequence, each 0 < δ < 2), β > 0 and the bin count
     of :func:`statistics_of`."""
     energy_beta = float(check_positive_scalar(energy_beta, "energy_beta"))
-    bins = check_int(bins, "bins", low=1)
+    bins = check_size(bins, "bins", low=1)
     deltas = check_real(as_array(deltas, "deltas"), "deltas")
     if jnp.ndim(deltas) != 1 or jnp.size(deltas) == 0 or np.asarray(deltas).dtype.kind not in "iuf":
         expected("deltas", "a non-empty 1-d sequence of thresholds", deltas)
@@ -255,7 +256,7 @@ def layer_distances(key, sim, real, kappa: float = 1.0, num_projections: int = 2
 
 def _check_distance_args(kappa, num_projections):
     kappa = float(check_beta(kappa, positive=True, name="kappa"))
-    return kappa, check_int(num_projections, "num_projections", low=1)
+    return kappa, check_size(num_projections, "num_projections", low=1)
 
 
 @eqx.filter_jit

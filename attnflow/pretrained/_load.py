@@ -11,7 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .._check import check_int, reading_file
+from .._check import (
+    MAX_STEPS_LIMIT,
+    check_int,
+    check_size,
+    reading_file,
+)
 from ._config import EncoderConfig
 from ._encoder import Embeddings, Encoder, EncoderBlock, LayerNorm
 
@@ -380,8 +385,8 @@ def deep_schedule(num_layers: int, depth: int, mode: str = "cycle") -> tuple[int
         >>> deep_schedule(3, 6), deep_schedule(3, 6, "repeat")
         ((0, 1, 2, 0, 1, 2), (0, 0, 1, 1, 2, 2))
     """
-    num_layers = check_int(num_layers, "num_layers", low=1)
-    depth = check_int(depth, "depth", low=1)
+    num_layers = check_size(num_layers, "num_layers", low=1)
+    depth = check_size(depth, "depth", limit=MAX_STEPS_LIMIT, what="layers in the schedule")
     if mode == "cycle":
         return tuple(k % num_layers for k in range(depth))
     if mode == "repeat":

@@ -16,7 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_real_values, check_sa_normalization, is_traced
+from .._check import (
+    check_budget,
+    check_real_values,
+    check_sa_normalization,
+    is_traced,
+)
 
 _EULER_GAMMA = 0.57721566490153286061
 
@@ -341,6 +346,8 @@ def wendel(n: int, d: int) -> float:
         (0.5, 0.6875, 1.0)
     """
     n = _check_n(n, minimum=1)
+    # Exact rational arithmetic on 2^(n−1): a million tokens is already far in the asymptotics.
+    check_budget("n", n, 2**20, what="tokens (exact rational arithmetic on 2^(n-1))")
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"d: expected an integer dimension >= 2 (the sphere S^(d-1)), got {d!r}")
     d = int(d)

@@ -7,7 +7,14 @@ from typing import Literal
 import numpy as np
 import scipy.special
 
-from .._check import check_beta, check_budget, check_int, check_positive_scalar, expected
+from .._check import (
+    check_beta,
+    check_budget,
+    check_int,
+    check_positive_scalar,
+    check_size,
+    expected,
+)
 
 # The harmonics whose growth rates are computed: ~√β are needed; a million is far past that.
 MAX_DEGREE = 2**20
@@ -38,7 +45,7 @@ def two_body_log_time(gap: float, mass: float, beta: float) -> float:
 
 def _check_beta_d(beta, d, normalization):
     beta = float(check_beta(beta, positive=True))
-    d = check_int(d, "d", low=2)  # tokens on S^(d-1)
+    d = check_size(d, "d", low=2)  # tokens on S^(d-1)
     if normalization not in ("n", "softmax"):
         raise ValueError(
             f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
