@@ -30,10 +30,10 @@ import warnings
 import diffrax
 import equinox as eqx
 import hypothesis.strategies as st
-import optimistix as optx
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+import optimistix as optx
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -424,8 +424,13 @@ def families(param, qualname=""):
         out.append(("delta out of range", st.sampled_from([NAN, -1e-3, 0.0, 2.0, 5.0])))
     if name == "rho":
         out.append(("rho out of [-1, 1]", st.sampled_from([-1.5, 1.5])))
-    # Issue 35's patterns: objects where an instance goes, absurd sizes, NaN in every float,
-    # tokens off the sphere. (Lists for every array argument: see _list_families.)
+    return out + _pattern_families(param, qualname, shape)
+
+
+def _pattern_families(param, qualname, shape):
+    """Issue 35's patterns: objects where an instance goes, absurd sizes, NaN in every float,
+    tokens off the sphere. (Lists for every array argument: see _list_families.)"""
+    name, out = param.name, []
     if name in OBJECT_OPTIONS:
         out.append(("string for object", st.sampled_from(["tsit5", "default"])))
         out.append(("class for instance", st.just(OBJECT_OPTIONS[name])))
@@ -786,7 +791,7 @@ def test_instances_take_lists_and_refuse_hostile_tokens(qualname):
                 warnings.simplefilter("ignore")
                 _instance_call(qualname, value)
         except ACCEPTED_ERRORS as error:
-            if not re.search(rf"(?<![\w.])[xz](\s*\([^)]*\))?\s*[:=]", str(error)):
+            if not re.search(r"(?<![\w.])[xz](\s*\([^)]*\))?\s*[:=]", str(error)):
                 failures[family] = f"not naming x: {str(error).splitlines()[0][:160]}"
         except Exception as error:  # noqa: BLE001 - reported below
             failures[family] = f"raw {type(error).__name__}: {str(error).splitlines()[0][:160]}"
