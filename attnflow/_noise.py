@@ -41,6 +41,22 @@ def _check_sde_arguments(field, x0, sigma, key, form, common_noise, normalize):
     return key, x0, sigma, common_noise, normalize
 
 
+def _check_field_at_start(field, t0, x0, args):
+    """Eagerly, before compiling the SDE solve: the drift at (t0, x0) must be finite (an
+    overflowing e^(β⟨x, y⟩) or NaN parameters would otherwise fail only after compilation).
+    One field evaluation; skipped when anything is traced."""
+    if field is None or any(is_traced(leaf) for leaf in jax.tree.leaves((field, t0, x0, args))):
+        return
+    drift = field(t0, x0, args)
+    if not bool(jnp.all(jnp.isfinite(drift))):
+        raise ValueError(
+            "field: the drift is not finite at the initial state (t0, x0), so no step can "
+            "succeed. Likely causes: exp(β⟨x_i, x_j⟩) overflowing (normalization='n' overflows "
+            "for β > 88 in float32 and β > 709 in float64: use float64 or the softmax "
+            "normalisation), or NaN/inf in the field's parameters (β, Q, K, V) or in args"
+        )
+
+
 def _check_state_kept(sol):
     # The raw state overflows (or underflows to 0) when dt is far too large for σ: a step
     # multiplies |y_i| by about 1 + O(σ dt). Checked once on the saved values, not per step.
@@ -145,6 +161,7 @@ def solve_sde(
     )
     n, d = x0.shape
     dtype = jnp.result_type(x0)
+    _check_field_at_start(field, t0, x0, args)
     if solver is None:
         solver = diffrax.SlowRK() if form == "stratonovich" else diffrax.Euler()
     sigma = jnp.asarray(sigma, dtype=dtype)
