@@ -97,7 +97,9 @@ class SelfAttention(AbstractAttention):
         self.beta = hyperparameter(check_beta(beta))
         check_sa_normalization(normalization)
         Q, K, V = (
-            None if m is None else check_matrix(m, name, "(d, d)" if name == "V" else "(k, d)")
+            None
+            if m is None
+            else check_matrix(check_real(m, name), name, "(d, d)" if name == "V" else "(k, d)")
             for name, m in (("Q", Q), ("K", K), ("V", V))
         )
         given = {name: m for name, m in (("Q", Q), ("K", K), ("V", V)) if m is not None}
