@@ -649,20 +649,48 @@ def check_field_callable(field, name: str = "field"):
             f"{name}: expected a vector field called as {name}(t, x, args), got the class "
             f"{_class_name(field)} itself; pass an instance, {hint}"
         )
-    if isinstance(field, (str, bytes, int, float, complex)) or field is None or not callable(field):
+    if not callable(field):  # strings, numbers, None (an isinstance test costs more here)
         expected(name, "a vector field called as field(t, x, args)", field, hint)
-    try:
-        signature = inspect.signature(field)
-    except (TypeError, ValueError):
-        return field  # a builtin or C callable: taken on trust
-    try:
-        signature.bind(0.0, None, None)
-    except TypeError:
+    # The signature of an object's __call__ depends on its class only: checked once per class
+    # (a solve's checks stay a few microseconds), functions each time.
+    if inspect.isfunction(field) or inspect.ismethod(field):
+        signature = _call_signature(field)
+        ok = signature is None or _takes_three(signature)
+    else:
+        ok, signature = _class_takes_three(type(field))
+    if not ok:
         raise ValueError(
             f"{name}: expected a vector field called as {name}(t, x, args), got a callable "
             f"with signature {signature}; wrap it, e.g. lambda t, x, args: f(x)"
-        ) from None
+        )
     return field
+
+
+def _call_signature(function):
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None  # a builtin or C callable: taken on trust
+
+
+@functools.lru_cache(maxsize=512)
+def _class_takes_three(cls):
+    """(whether instances of ``cls`` can be called as f(t, x, args), the signature)."""
+    try:
+        signature = inspect.signature(cls.__call__)
+    except (TypeError, ValueError):
+        return True, None
+    parameters = list(signature.parameters.values())[1:]  # without self
+    signature = signature.replace(parameters=parameters)
+    return _takes_three(signature), signature
+
+
+def _takes_three(signature) -> bool:
+    try:
+        signature.bind(0.0, None, None)
+    except TypeError:
+        return False
+    return True
 
 
 def check_dtype_option(dtype, name: str = "dtype", *, allowed=SUPPORTED_DTYPES):
