@@ -639,7 +639,7 @@ def check_instance(value, name: str, cls, hint: str = "", *, allow_none: bool = 
     expected(name, what, f"= {type(value).__name__} {value!r}"[:200], hint)
 
 
-def check_field_callable(field, name: str = "field"):
+def check_field_callable(field, name: str = "field", *, allow_none: bool = False):
     """A vector field: called as ``field(t, x, args)``. A class (``SelfAttention`` instead of
     ``SelfAttention(1.0)``), a string or a number, and a callable whose signature cannot take
     (t, x, args), are refused before anything is traced."""
@@ -649,8 +649,11 @@ def check_field_callable(field, name: str = "field"):
             f"{name}: expected a vector field called as {name}(t, x, args), got the class "
             f"{_class_name(field)} itself; pass an instance, {hint}"
         )
+    if field is None and allow_none:
+        return None
     if not callable(field):  # strings, numbers, None (an isinstance test costs more here)
-        expected(name, "a vector field called as field(t, x, args)", field, hint)
+        what = "a vector field or None" if allow_none else "a vector field"
+        expected(name, f"{what} (called as field(t, x, args))", field, hint)
     # The signature of an object's __call__ depends on its class only: checked once per class
     # (a solve's checks stay a few microseconds), functions each time.
     if inspect.isfunction(field) or inspect.ismethod(field):
@@ -908,3 +911,26 @@ def check_callable(value, name: str, what: str, hint: str = ""):
     if isinstance(value, (str, bytes, int, float, complex)) or value is None or not callable(value):
         expected(name, what, value, hint)
     return value
+
+
+def check_unit_rows(x, name: str = "x"):
+    """Points on the sphere of any batch shape (..., d), d >= 2: real, finite, each of unit norm
+    (to √ε of the dtype; float64 for Python lists). Returns the (converted) array."""
+    x = as_array(x, name)
+    check_real(x, name)
+    if jnp.ndim(x) < 1 or jnp.shape(x)[-1] < 2:
+        expected(name, "points on the sphere of shape (..., d) with d >= 2", x)
+    if is_traced(x):
+        return x
+    values = np.asarray(x)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name}: expected finite points, got NaN or inf")
+    tol = unit_norm_tolerance(values.dtype if values.dtype.kind == "f" else np.float64)
+    norms = np.linalg.norm(values.astype(np.float64), axis=-1)
+    if np.any(np.abs(norms - 1) > tol):
+        worst = float(np.ravel(norms)[int(np.argmax(np.abs(np.ravel(norms) - 1)))])
+        raise ValueError(
+            f"{name}: points must lie on the unit sphere (|x| = 1 to {tol:.1e}), got a norm of "
+            f"{worst:.6g}; project them first with attnflow.normalize"
+        )
+    return x

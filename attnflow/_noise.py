@@ -155,7 +155,7 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
-    check_solve_objects(field, solver, adjoint)
+    check_solve_objects(field, solver, adjoint, field_optional=True)
     key, x0, sigma, common_noise, normalize = _check_sde_arguments(
         field, x0, sigma, key, form, common_noise, normalize
     )

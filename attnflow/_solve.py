@@ -350,12 +350,18 @@ def _scalar_array(value, dtype):
 
 
 def check_solve_objects(
-    field, solver=None, adjoint=None, stepsize_controller=None, progress_meter=None
+    field,
+    solver=None,
+    adjoint=None,
+    stepsize_controller=None,
+    progress_meter=None,
+    *,
+    field_optional=False,
 ):
     """The options that take an object: an instance of the right diffrax class (a class passed
     for its instance, or a name such as ``solver='tsit5'``, is refused saying what to pass)."""
-    if field is not None:
-        check_field_callable(field)
+    # field_optional: None means no interaction (solve_sde) or no field at all (models).
+    check_field_callable(field, allow_none=field_optional)
     check_instance(
         solver, "solver", diffrax.AbstractSolver, "e.g. diffrax.Tsit5()", allow_none=True
     )

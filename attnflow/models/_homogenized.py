@@ -147,7 +147,7 @@ def _check_common(x0, beta, key, regime, value_mean):
 
 def _solve(x0, t1, coefficients, diffusion, noise, noisy, mu, **options):
     """The SDE (HR) on the driver: ``coefficients(y) = (M, C_ii)``; saved values normalised."""
-    check_solve_objects(None, options.get("solver"))
+    check_solve_objects(None, options.get("solver"), field_optional=True)
     ito = (x0.shape[1] - 1) / (2 * x0.shape[1])
 
     def drift(t, y, args):

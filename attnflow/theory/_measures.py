@@ -31,10 +31,9 @@ import scipy.optimize
 import scipy.special
 
 from .._check import (
-    as_array,
     check_positive_scalar,
-    check_tokens,
     check_tolerance,
+    check_unit_rows,
     real_arguments,
 )
 
@@ -225,7 +224,7 @@ def uniform_potential(D, x):
         1.175201
     """
     D = _symmetric(D)
-    x = np.asarray(check_tokens(as_array(x, "x"), "x"), dtype=np.float64)
+    x = np.asarray(check_unit_rows(x, "x"), dtype=np.float64)
     if x.shape[-1] != D.shape[0]:
         raise ValueError(f"x: expected points of dimension {D.shape[0]}, got shape {x.shape}")
     return _psi(np.linalg.norm(x @ D, axis=-1), D.shape[0])
@@ -245,7 +244,7 @@ def uniform_wasserstein_gradient(D, x):
         True
     """
     D = _symmetric(D)
-    x = np.asarray(check_tokens(as_array(x, "x"), "x"), dtype=np.float64)
+    x = np.asarray(check_unit_rows(x, "x"), dtype=np.float64)
     if x.shape[-1] != D.shape[0]:
         raise ValueError(f"x: expected points of dimension {D.shape[0]}, got shape {x.shape}")
     z = x @ D
@@ -338,7 +337,7 @@ def first_order_minimizer_density(x, M, eps, beta: float = 1.0):
     """
     M = _symmetric(M, "M")
     d = M.shape[0]
-    x = np.asarray(check_tokens(as_array(x, "x"), "x"), dtype=np.float64)
+    x = np.asarray(check_unit_rows(x, "x"), dtype=np.float64)
     if x.shape[-1] != d:
         raise ValueError(f"x: expected points of dimension {d}, got shape {x.shape}")
     quad = np.einsum("...i,ij,...j->...", x, M, x) - np.trace(M) / d
