@@ -5,7 +5,10 @@ sign of β) raise ``ValueError`` immediately for concrete arrays and go through
 ``equinox.error_if`` for traced ones, so they also fire under ``jit``, ``vmap`` and ``grad``.
 """
 
+import contextlib
 import functools
+import inspect
+import re
 
 import equinox as eqx
 import jax
@@ -78,6 +81,7 @@ def check_shape_tokens(x, name: str = "x"):
     if n < 1:
         raise ValueError(f"{name}: expected at least one token, got shape {shape}")
     check_dtype(x, name)
+    return x
 
 
 def check_tokens(x, name: str = "x", *, unit: bool = True):
@@ -146,9 +150,20 @@ def check_nonzero_rows(x, name: str = "x"):
         return eqx.error_if(
             x, jnp.any(jnp.all(x == 0, axis=-1)), f"{name}: a zero row cannot be normalised"
         )
-    zero = np.all(np.asarray(x) == 0, axis=-1)
+    values = np.asarray(x)
+    zero = np.all(values == 0, axis=-1)
     if np.any(zero):
         raise ValueError(f"{name}: row {int(np.argmax(zero))} is zero and cannot be normalised")
+    if values.dtype.kind == "f":
+        # XLA flushes subnormal numbers to zero (CPU and GPU): such a row is zero to JAX.
+        tiny = np.finfo(values.dtype).tiny
+        flushed = np.all(np.abs(values) < tiny, axis=-1)
+        if np.any(flushed):
+            raise ValueError(
+                f"{name}: row {int(np.argmax(flushed))} has only subnormal entries (below "
+                f"{tiny:.3g} in {values.dtype}), which JAX flushes to zero: it cannot be "
+                "normalised; rescale it first"
+            )
     return x
 
 
@@ -181,12 +196,17 @@ def check_beta(beta, *, positive: bool = False, signed: bool = False, name: str 
 
 
 def check_matrix(matrix, name: str, shape_hint: str, *, ndim: int = 2):
+    """A real matrix of ``ndim`` dimensions with finite entries; lists and tuples are converted.
+    Returns the matrix (converted: use the returned value)."""
+    matrix = as_array(matrix, name)
+    check_real(matrix, name)
     if jnp.ndim(matrix) != ndim:
         raise ValueError(
             f"{name}: expected a matrix of shape {shape_hint}, got shape {jnp.shape(matrix)}"
         )
     if not is_traced(matrix) and not np.all(np.isfinite(np.asarray(matrix))):
         raise ValueError(f"{name}: contains NaN or inf")
+    return matrix
 
 
 def check_symmetric(matrix, name: str, why: str):
@@ -485,17 +505,36 @@ def check_measure(weights, n: int, name: str = "weights"):
 # Work and memory that follow from an argument are checked before any compilation or allocation.
 MAX_GRID_POINTS = 2**27  # 128 M evaluations of a kernel sum: minutes; more is a mistake
 MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a clustered state needs
+MAX_ARRAY_ELEMENTS = 2**28  # 268 M numbers (1 GiB in float32) in one array that an argument sizes
 
 
-def check_budget(name: str, requested, limit, *, what: str, hint: str = ""):
+def check_budget(name: str, requested, limit, *, what: str, hint: str = "", factors=None):
     """Refuse, before starting, a request whose size follows from an argument and exceeds
     ``limit``: say how large it is and by what factor it exceeds the limit. ``what`` names the
-    quantity (e.g. "solver steps"), ``hint`` says how to make the request smaller."""
+    quantity (e.g. "solver steps"), ``hint`` says how to make the request smaller, ``factors``
+    (a dict name → value) the arguments the size is the product of, each named in the message."""
     if requested > limit:
+        listed = ""
+        if factors:
+            listed = " from " + ", ".join(f"{k} = {v:.3g}" for k, v in factors.items())
         raise ValueError(
-            f"{name}: expected a request of at most {limit:.3g} {what}, got {requested:.3g} "
-            f"({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
+            f"{name}: expected a request of at most {limit:.3g} {what}, got {float(requested):.3g}"
+            f"{listed} ({requested / limit:.3g} times the limit){'; ' + hint if hint else ''}"
         )
+
+
+def check_size(value, name: str, *, low: int | None = 1, per_unit: float = 1, limit=None, what=""):
+    """A count that sizes an allocation or a loop: an integer >= ``low`` (:func:`check_int`)
+    with ``value * per_unit`` within ``limit`` (default :data:`MAX_ARRAY_ELEMENTS`), refused
+    before any work."""
+    value = check_int(value, name, low=low)
+    check_budget(
+        name,
+        value * per_unit,
+        MAX_ARRAY_ELEMENTS if limit is None else limit,
+        what=what or f"numbers sized by {name}",
+    )
+    return value
 
 
 def check_real_values(x, name: str, *, low: float | None = None, high: float | None = None):
@@ -535,8 +574,194 @@ def check_beta_above_one(beta, why: str = "the staircase uses log β") -> float:
     return beta
 
 
-def check_angles(theta, name: str) -> np.ndarray:
-    """Finite real angles of shape (n,), n >= 2, as a floating NumPy array (host-side)."""
+# ---------------------------------------------------------------------------------------------
+# Array-likes at the boundary, objects where an instance is expected.
+
+
+def as_array_like(value, name: str):
+    """A Python list or tuple (an array-like, as JAX calls it) becomes an array, checked by
+    :func:`as_array`; anything else is returned as it came (the callee checks it). This is the
+    conversion at a public boundary: ``F(0.0, x.tolist())`` works as ``F(0.0, x)`` does."""
+    if isinstance(value, (list, tuple)):
+        return as_array(value, name)
+    return value
+
+
+def converting_array_likes(method, names=("x",)):
+    """``method`` with its arguments ``names`` converted by :func:`as_array_like` when they are
+    lists or tuples (positional or keyword). Used by the base classes (fields, statistics) so
+    that every subclass's ``__call__`` accepts array-likes without repeating the conversion."""
+    if getattr(method, "_converts_array_likes", False):
+        return method
+    try:
+        params = list(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return method
+    positions = {name: params.index(name) for name in names if name in params}
+    if not positions:
+        return method
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(a, (list, tuple)) for a in args) or kwargs:
+            args = list(args)
+            for name, index in positions.items():
+                if index < len(args):
+                    args[index] = as_array_like(args[index], name)
+                elif name in kwargs:
+                    kwargs[name] = as_array_like(kwargs[name], name)
+        return method(*args, **kwargs)
+
+    wrapper._converts_array_likes = True
+    return wrapper
+
+
+def accepts_array_likes(*names):
+    """Decorator form of :func:`converting_array_likes`: ``@accepts_array_likes("x", "y")``."""
+    return functools.partial(converting_array_likes, names=names)
+
+
+def convert_array_likes_in_subclass(cls, methods, names=("x",)):
+    """For ``__init_subclass__``: wrap the concrete ``methods`` a subclass defines with
+    :func:`converting_array_likes` (abstract methods are left alone)."""
+    for method_name in methods:
+        method = cls.__dict__.get(method_name)
+        if method is None or not callable(method):
+            continue
+        if getattr(method, "__isabstractmethod__", False):
+            continue
+        setattr(cls, method_name, converting_array_likes(method, names))
+
+
+def _class_name(cls) -> str:
+    module = getattr(cls, "__module__", "") or ""
+    top = module.split(".")[0]
+    public = {"attnflow": "attnflow", "diffrax": "diffrax", "optimistix": "optimistix"}
+    return f"{public[top]}.{cls.__name__}" if top in public else cls.__name__
+
+
+def check_instance(value, name: str, cls, hint: str = "", *, allow_none: bool = False):
+    """An instance of ``cls`` (a class or a tuple of classes). A class passed instead of an
+    instance (``adjoint=StoredStepAdjoint``), a string (``solver='tsit5'``) and any other object
+    are refused with the one message format, saying what to pass (``hint``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, cls):
+        return value
+    classes = cls if isinstance(cls, tuple) else (cls,)
+    what = " or ".join(f"an instance of {_class_name(c)}" for c in classes)
+    if isinstance(value, type):
+        if issubclass(value, classes):
+            raise ValueError(
+                f"{name}: expected {what}, got the class {_class_name(value)} itself; pass an "
+                f"instance, e.g. {value.__name__}()"
+            )
+        expected(name, what, f"= the class {_class_name(value)}", hint)
+    if isinstance(value, str):
+        expected(name, what + " (an object, not its name)", value, hint)
+    expected(name, what, f"= {type(value).__name__} {value!r}"[:200], hint)
+
+
+def check_field_callable(field, name: str = "field", *, allow_none: bool = False):
+    """A vector field: called as ``field(t, x, args)``. A class (``SelfAttention`` instead of
+    ``SelfAttention(1.0)``), a string or a number, and a callable whose signature cannot take
+    (t, x, args), are refused before anything is traced."""
+    hint = "e.g. attnflow.SelfAttention(1.0), or a function f(t, x, args)"
+    if isinstance(field, type):
+        raise ValueError(
+            f"{name}: expected a vector field called as {name}(t, x, args), got the class "
+            f"{_class_name(field)} itself; pass an instance, {hint}"
+        )
+    if field is None and allow_none:
+        return None
+    if not callable(field):  # strings, numbers, None (an isinstance test costs more here)
+        what = "a vector field or None" if allow_none else "a vector field"
+        expected(name, f"{what} (called as field(t, x, args))", field, hint)
+    # The signature of an object's __call__ depends on its class only: checked once per class
+    # (a solve's checks stay a few microseconds), functions each time.
+    if inspect.isfunction(field) or inspect.ismethod(field):
+        signature = _call_signature(field)
+        ok = signature is None or _takes_three(signature)
+    else:
+        ok, signature = _class_takes_three(type(field))
+    if not ok:
+        raise ValueError(
+            f"{name}: expected a vector field called as {name}(t, x, args), got a callable "
+            f"with signature {signature}; wrap it, e.g. lambda t, x, args: f(x)"
+        )
+    return field
+
+
+def _call_signature(function):
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None  # a builtin or C callable: taken on trust
+
+
+@functools.lru_cache(maxsize=512)
+def _class_takes_three(cls):
+    """(whether instances of ``cls`` can be called as f(t, x, args), the signature)."""
+    try:
+        signature = inspect.signature(cls.__call__)
+    except (TypeError, ValueError):
+        return True, None
+    parameters = list(signature.parameters.values())[1:]  # without self
+    signature = signature.replace(parameters=parameters)
+    return _takes_three(signature), signature
+
+
+def _takes_three(signature) -> bool:
+    try:
+        signature.bind(0.0, None, None)
+    except TypeError:
+        return False
+    return True
+
+
+def check_dtype_option(dtype, name: str = "dtype", *, allowed=SUPPORTED_DTYPES):
+    """A floating dtype option: float32 or float64 (None is returned as None). Strings that
+    are not a dtype, float16 and integer dtypes are refused."""
+    if dtype is None:
+        return None
+    try:
+        value = jnp.dtype(dtype)
+    except TypeError:
+        expected(name, f"a dtype among {', '.join(allowed)}", dtype)
+    if value.name not in allowed:
+        expected(name, f"a dtype among {', '.join(allowed)}", f"= {value.name}")
+    return value
+
+
+def check_seed(seed, name: str = "seed"):
+    """A NumPy seed: a non-negative integer (or None)."""
+    if seed is None:
+        return None
+    return check_int(seed, name, low=0)
+
+
+@contextlib.contextmanager
+def public_names(mapping: dict, note: str = ""):
+    """Errors of an inner call in the user's terms: a ``ValueError`` raised inside the block
+    whose message starts with an internal argument name (a key of ``mapping``, e.g. ``"x"`` of a
+    helper called with the user's ``x0``) is re-raised with the public name (the value) in its
+    place, and ``note`` appended. The message is otherwise kept. Other errors pass unchanged."""
+    try:
+        yield
+    except ValueError as error:
+        text = str(error)
+        for inner, outer in mapping.items():
+            match = re.match(rf"{re.escape(inner)}(?=(\s*\([^)]*\))?\s*[:=\[])", text)
+            if match:
+                message = outer + text[match.end() :] + (f" ({note})" if note else "")
+                raise type(error)(message) from error
+        raise
+
+
+def check_angles(theta, name: str = "theta0", *, distinct: bool = False) -> np.ndarray:
+    """Finite real angles on the circle, shape (n,) with n >= 2, as a floating NumPy array.
+    With ``distinct``, two angles equal modulo 2π are refused (the pair models' merge time of a
+    zero gap is undefined: the two tokens are one cluster already), naming the two tokens."""
     theta = np.asarray(check_real(as_array(theta, name), name))
     if theta.dtype.kind not in "iuf":
         expected(name, "real angles", f"= an array of dtype {theta.dtype}")
@@ -546,4 +771,189 @@ def check_angles(theta, name: str) -> np.ndarray:
         theta = theta.astype(float)
     if not np.all(np.isfinite(theta)):
         expected(name, "finite angles", "= NaN or inf")
+    if distinct:
+        wrapped = np.mod(theta, 2 * np.pi)
+        order = np.argsort(wrapped, kind="stable")
+        same = np.flatnonzero(np.diff(wrapped[order]) == 0)
+        if same.size:
+            i, j = sorted(int(k) for k in order[same[0] : same[0] + 2])
+            raise ValueError(
+                f"{name}: expected distinct angles (mod 2π), got {name}[{i}] = "
+                f"{float(theta[i])!r} and {name}[{j}] = {float(theta[j])!r}: two tokens at one "
+                "angle are one cluster already; merge them into one token"
+            )
     return theta
+
+
+def failed_solves_message(
+    what: str, failed: int, total: int, t_end, max_steps, *, normalization, dtype
+) -> str:
+    """Why a batch of solves (a phase diagram) did not reach its end: the step cap, or, with
+    normalization='n', e^(β⟨Qx, Kx⟩) overflowing the dtype; or NaN/inf in the weights."""
+    limit = 88 if jnp.dtype(dtype) == jnp.float32 else 709
+    overflow = (
+        f"with normalization='n' the field multiplies by e^(β⟨Qx, Kx⟩), which overflows "
+        f"{jnp.dtype(dtype).name} once β⟨Qx, Kx⟩ > {limit} (use float64, a smaller β or the "
+        "softmax normalisation); "
+        if normalization == "n"
+        else ""
+    )
+    return (
+        f"{what}: {failed} of {total} solves did not reach t = {t_end} within max_steps = "
+        f"{max_steps}: {overflow}if the field is finite, raise max_steps or loosen rtol/atol"
+    )
+
+
+@contextlib.contextmanager
+def reading_file(path, name: str = "source", what: str = "file"):
+    """Reading a user's file: a corrupt or unreadable file raises ``ValueError`` that names the
+    argument and the file (whatever the reader raised: JSON, safetensors, tokenizers, OS)."""
+    try:
+        yield
+    except ValueError as error:
+        if str(error).startswith(f"{name}:"):
+            raise
+        raise ValueError(f"{name}: could not read the {what} {path}: {error}") from error
+    except Exception as error:  # noqa: BLE001 - a third-party reader's own exception types
+        raise ValueError(
+            f"{name}: could not read the {what} {path}: {type(error).__name__}: {error}"
+        ) from error
+
+
+def check_curve(x, name_x: str, **ys):
+    """Data of a curve: ``x`` and each of ``ys`` (name=values; None is skipped) real, finite,
+    1-d, of one length (lists converted). Returns NumPy float arrays, x first, then the ``ys``
+    in order (None stays None)."""
+    x = np.asarray(check_real_values(x, name_x), float)
+    if x.ndim != 1:
+        expected(name_x, "a 1-d array of times", f"= shape {x.shape}")
+    out = [x]
+    for name, values in ys.items():
+        if values is None:
+            out.append(None)
+            continue
+        values = np.asarray(check_real_values(values, name), float)
+        if values.shape != x.shape:
+            expected(name, f"shape {x.shape} to match {name_x}", f"= shape {values.shape}")
+        out.append(values)
+    return out
+
+
+def _tracer_kinds(value) -> list[str]:
+    """The transformations a value is traced by, outermost first (JVPTracer, LinearizeTracer,
+    BatchTracer, ...), following each tracer's primal."""
+    kinds = []
+    while isinstance(value, jax.core.Tracer) and len(kinds) < 32:
+        kinds.append(type(value).__name__)
+        value = getattr(value, "primal", getattr(value, "val", None))
+    return kinds
+
+
+def check_reverse_mode_only(tree, name: str, what: str):
+    """Refuse, at trace time, forward-mode differentiation (``jax.jvp``, ``jax.jacfwd``,
+    ``jax.hessian``) and second reverse derivatives of an operation that supports one reverse
+    pass only: JAX's own error comes late (after the reverse pass is traced: 40 s for a Hessian)
+    and does not say what to use. Sees transformations applied outside a ``jit`` boundary."""
+    for leaf in jax.tree.leaves(tree):
+        kinds = _tracer_kinds(leaf)
+        if "JVPTracer" in kinds:
+            raise ValueError(
+                f"{name}: {what} supports reverse mode only (jax.grad, jax.vjp, jax.jacrev), got "
+                "forward mode (jax.jvp, jax.jacfwd or jax.hessian); use "
+                "adjoint=diffrax.DirectAdjoint() or diffrax.ForwardMode(), or "
+                "solve(..., differentiable_twice=True)"
+            )
+        if kinds.count("LinearizeTracer") >= 2:
+            raise ValueError(
+                f"{name}: {what} supports one reverse pass only, got a second derivative "
+                "(jax.grad of jax.grad); use adjoint=diffrax.DirectAdjoint(), or "
+                "solve(..., differentiable_twice=True)"
+            )
+
+
+def real_arguments(**domains):
+    """Decorator for public closed forms: each named argument is checked by
+    :func:`check_real_values` (real, finite; in [low, high] when its domain is a pair
+    ``(low, high)``, either None; ``None`` for no bound) before the call, and passed on as
+    converted (lists become arrays). An argument whose value is None is left alone (an
+    optional). Under ``jit`` the checks go through ``eqx.error_if``. Numbers and arrays are
+    passed on as they came, lists as the converted arrays."""
+
+    def decorate(function):
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            for name, domain in domains.items():
+                value = bound.arguments.get(name)
+                if value is not None:
+                    low, high = domain if domain is not None else (None, None)
+                    checked = check_real_values(value, name, low=low, high=high)
+                    # Lists become arrays; numbers and arrays pass as they came (their dtype
+                    # and weak typing are the function's business), traced ones checked.
+                    if isinstance(value, (list, tuple)) or is_traced(value):
+                        bound.arguments[name] = checked
+            return function(*bound.args, **bound.kwargs)
+
+        return checked
+
+    return decorate
+
+
+def check_finite_array(x, name: str, *, allow_negative_infinity: bool = False):
+    """A real array (lists converted) whose entries are finite when concrete (−∞ allowed with
+    ``allow_negative_infinity``: an additive mask). Traced arrays are left to NaN propagation
+    (docs/conventions.md). Returns the (converted) array."""
+    x = as_array(x, name)
+    check_real(x, name)
+    if is_traced(x):
+        return x
+    values = np.asarray(x)
+    bad = np.isnan(values) | (values == np.inf)
+    if not allow_negative_infinity:
+        bad |= values == -np.inf
+    if np.any(bad):
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        allowed = " (−inf, a mask, is allowed)" if allow_negative_infinity else ""
+        raise ValueError(
+            f"{name}: expected finite values{allowed}, got {values[where]} at index {where}"
+        )
+    return x
+
+
+def check_callable(value, name: str, what: str, hint: str = ""):
+    """A callable object (an energy, a field, an update): a class passed instead of an instance
+    (``energy=InteractionEnergy``, which calling would construct one), a string or a number is
+    refused saying what to pass."""
+    if isinstance(value, type):
+        raise ValueError(
+            f"{name}: expected {what}, got the class {_class_name(value)} itself; pass an "
+            f"instance, e.g. {value.__name__}(...){'; ' + hint if hint else ''}"
+        )
+    if isinstance(value, (str, bytes, int, float, complex)) or value is None or not callable(value):
+        expected(name, what, value, hint)
+    return value
+
+
+def check_unit_rows(x, name: str = "x"):
+    """Points on the sphere of any batch shape (..., d), d >= 2: real, finite, each of unit norm
+    (to √ε of the dtype; float64 for Python lists). Returns the (converted) array."""
+    x = as_array(x, name)
+    check_real(x, name)
+    if jnp.ndim(x) < 1 or jnp.shape(x)[-1] < 2:
+        expected(name, "points on the sphere of shape (..., d) with d >= 2", x)
+    if is_traced(x):
+        return x
+    values = np.asarray(x)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name}: expected finite points, got NaN or inf")
+    tol = unit_norm_tolerance(values.dtype if values.dtype.kind == "f" else np.float64)
+    norms = np.linalg.norm(values.astype(np.float64), axis=-1)
+    if np.any(np.abs(norms - 1) > tol):
+        worst = float(np.ravel(norms)[int(np.argmax(np.abs(np.ravel(norms) - 1)))])
+        raise ValueError(
+            f"{name}: points must lie on the unit sphere (|x| = 1 to {tol:.1e}), got a norm of "
+            f"{worst:.6g}; project them first with attnflow.normalize"
+        )
+    return x

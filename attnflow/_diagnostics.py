@@ -13,9 +13,11 @@ from jaxtyping import Array, Float, Int
 from ._check import (
     as_array,
     check_bool,
+    check_callable,
     check_delta,
-    check_int,
+    check_finite_scalar,
     check_real,
+    check_size,
     check_tokens,
     check_weights,
     expected,
@@ -235,8 +237,16 @@ def inner_product_histogram(
         raise ValueError(f"x: expected a floating-point array, got dtype {jnp.result_type(x)}")
     if not is_traced(x) and not np.all(np.isfinite(np.asarray(x))):
         raise ValueError("x: expected finite hidden states, got NaN or inf")
-    bins = check_int(bins, "bins", low=1)
+    bins = check_size(bins, "bins", low=1)
     normalize, density = check_bool(normalize, "normalize"), check_bool(density, "density")
+    if normalize and not is_traced(x):
+        zero = np.all(np.asarray(x) == 0, axis=-1)
+        if np.any(zero):
+            where = tuple(int(i) for i in np.argwhere(zero)[0])
+            raise ValueError(
+                f"x: the hidden state at index {where} is zero and has no direction (its "
+                "cosines are undefined); drop it, or pass normalize=False for raw inner products"
+            )
     if not isinstance(range, (tuple, list)) or len(range) != 2:
         expected("range", "a pair (lo, hi)", range)
     lo, hi = (float(v) for v in range)
@@ -318,9 +328,12 @@ def energy_along(
         raise ValueError(f"trajectory: expected states of shape (*time, n, d), got shape {shape}")
     if not is_traced(trajectory) and not np.all(np.isfinite(np.asarray(trajectory))):
         raise ValueError("trajectory: expected finite states, got NaN or inf")
-    if not callable(energy):
-        expected("energy", "an energy energy(x, weights), e.g. attnflow.InteractionEnergy", energy)
+    check_callable(
+        energy, "energy", "an energy energy(x, weights)", "e.g. attnflow.InteractionEnergy(1.0)"
+    )
     weights = check_weights(weights, shape[-2])
+    if log_shift is not None and not is_traced(log_shift):
+        check_finite_scalar(log_shift, "log_shift")
     if log_shift is not None and not hasattr(energy, "scaled"):
         raise ValueError(
             f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "

@@ -10,7 +10,6 @@ from jaxtyping import Array, Float
 from ._check import (
     check_beta,
     check_matrix,
-    check_real,
     check_shape_tokens,
     check_symmetric,
     check_tokens,
@@ -23,8 +22,7 @@ def check_form(A, user):
     """None, or ``A`` checked as a real symmetric (d, d) bilinear form for ``user``."""
     if A is None:
         return None
-    check_real(A, "A")
-    check_matrix(A, "A", "(d, d)")
+    A = check_matrix(A, "A", "(d, d)")
     check_symmetric(A, "A", f"{user} needs a symmetric bilinear form")
     return jnp.asarray(A)
 

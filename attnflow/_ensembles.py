@@ -17,6 +17,14 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._check import (
+    MAX_ARRAY_ELEMENTS,
+    check_budget,
+    check_dtype_option,
+    check_key,
+    check_size,
+)
+
 _BILINEAR = ("identity", "ginibre", "goe", "gpt2")
 _VALUE = ("identity", "ginibre", "wishart", "qk", "kq", "gpt2")
 
@@ -80,9 +88,11 @@ class AttentionEnsemble(eqx.Module):
         self, key: PRNGKeyArray, d: int, dtype=None
     ) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
         """Draw (B, V), both (d, d); deterministic given ``key``."""
-        if d < 2:
-            raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
-        dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+        key = check_key(key)
+        d = check_size(d, "d", low=2)
+        check_budget("d", 3 * d * d, MAX_ARRAY_ELEMENTS, what="numbers in three (d, d) draws")
+        dtype = check_dtype_option(dtype, "dtype")
+        dtype = dtype if dtype is not None else jnp.result_type(float)
         k1, k2, k3 = jr.split(key, 3)
         eye = jnp.eye(d, dtype=dtype)
         if self.bilinear == "identity":

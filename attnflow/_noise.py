@@ -12,6 +12,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._check import check_beta, check_bool, check_key, check_tokens, is_traced
 from ._integrators._sde import solve_fixed_step_sde
+from ._solve import check_solve_objects
 from ._sphere import project_tangent, unit_rows
 
 
@@ -38,6 +39,22 @@ def _check_sde_arguments(field, x0, sigma, key, form, common_noise, normalize):
     if field is not None and not callable(field):
         raise ValueError(f"field: expected a vector field or None, got {type(field).__name__}")
     return key, x0, sigma, common_noise, normalize
+
+
+def _check_field_at_start(field, t0, x0, args):
+    """Eagerly, before compiling the SDE solve: the drift at (t0, x0) must be finite (an
+    overflowing e^(β⟨x, y⟩) or NaN parameters would otherwise fail only after compilation).
+    One field evaluation; skipped when anything is traced."""
+    if field is None or any(is_traced(leaf) for leaf in jax.tree.leaves((field, t0, x0, args))):
+        return
+    drift = field(t0, x0, args)
+    if not bool(jnp.all(jnp.isfinite(drift))):
+        raise ValueError(
+            "field: the drift is not finite at the initial state (t0, x0), so no step can "
+            "succeed. Likely causes: exp(β⟨x_i, x_j⟩) overflowing (normalization='n' overflows "
+            "for β > 88 in float32 and β > 709 in float64: use float64 or the softmax "
+            "normalisation), or NaN/inf in the field's parameters (β, Q, K, V) or in args"
+        )
 
 
 def _check_state_kept(sol):
@@ -138,11 +155,13 @@ def solve_sde(
         >>> sol.ys.shape, bool(jnp.abs(jnp.linalg.norm(sol.ys, axis=-1) - 1).max() < 1e-2)
         ((1, 6, 3), True)
     """
+    check_solve_objects(field, solver, adjoint, field_optional=True)
     key, x0, sigma, common_noise, normalize = _check_sde_arguments(
         field, x0, sigma, key, form, common_noise, normalize
     )
     n, d = x0.shape
     dtype = jnp.result_type(x0)
+    _check_field_at_start(field, t0, x0, args)
     if solver is None:
         solver = diffrax.SlowRK() if form == "stratonovich" else diffrax.Euler()
     sigma = jnp.asarray(sigma, dtype=dtype)

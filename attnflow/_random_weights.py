@@ -15,10 +15,12 @@ from jaxtyping import PRNGKeyArray
 
 from ._check import (
     check_beta,
+    check_finite_array,
     check_finite_scalar,
     check_int,
     check_key,
     check_positive_scalar,
+    check_size,
 )
 from ._fields._piecewise import PiecewiseConstant
 from ._fields._self_attention import MultiHeadAttention
@@ -96,9 +98,9 @@ def random_multihead_attention(
         True
     """
     key = check_key(key)
-    L = check_int(num_layers, "num_layers", low=1)
-    H = check_int(num_heads, "num_heads", low=1)
-    d = check_int(d, "d", low=2)
+    L = check_size(num_layers, "num_layers", low=1)
+    H = check_size(num_heads, "num_heads", low=1)
+    d = check_size(d, "d", low=2)
     k = None if k is None else check_int(k, "k", low=1)
     fixed, k = _check_fixed(fixed, d, k)
     if scaling not in ("diffusive", "ode"):
@@ -140,7 +142,9 @@ def _check_fixed(fixed, d: int, k) -> tuple[dict, int]:
     fixed = {} if fixed is None else dict(fixed)
     if not set(fixed) <= {"Q", "K", "V"}:
         raise ValueError(f"fixed: expected keys among 'Q', 'K', 'V', got {sorted(map(str, fixed))}")
-    fixed = {name: jnp.asarray(m) for name, m in fixed.items()}
+    fixed = {
+        name: jnp.asarray(check_finite_array(m, f"fixed[{name!r}]")) for name, m in fixed.items()
+    }
     if "V" in fixed and fixed["V"].shape != (d, d):
         raise ValueError(f"fixed['V']: expected shape {(d, d)}, got {fixed['V'].shape}")
     for name in ("Q", "K"):

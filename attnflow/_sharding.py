@@ -18,7 +18,15 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float
 
-from ._check import check_finite_scalar, check_positive_scalar, check_shape_tokens
+from ._check import (
+    as_array_like,
+    check_field_callable,
+    check_finite_scalar,
+    check_positive_scalar,
+    check_shape_tokens,
+    check_tokens,
+    public_names,
+)
 from ._fields._base import (
     AbstractAttention,
     AttentionScores,
@@ -96,6 +104,8 @@ def sharded_ensemble_solve(
         >>> sol.ys.shape
         (2, 1, 4, 3)
     """
+    check_field_callable(field)
+    x0 = as_array_like(x0, "x0")
     if jnp.ndim(x0) != 3:
         raise ValueError(
             f"x0: expected an ensemble of shape (batch, n, d), got shape {jnp.shape(x0)}"
@@ -231,8 +241,10 @@ def sharded_solve(
         >>> bool(jnp.allclose(sol.ys, ref.ys, atol=1e-6))
         True
     """
-    _check_attention(field).check_tokens(x0)  # validates the field before any tracing
-    check_shape_tokens(x0, "x0")
+    check_field_callable(field)
+    x0 = check_tokens(x0, "x0")
+    with public_names({"x": "x0"}):
+        _check_attention(field).check_tokens(x0)  # validates the field before any tracing
     if "stepsize_controller" in solve_kwargs:
         raise ValueError(
             "stepsize_controller: sharded_solve builds its own (a PID controller whose error "

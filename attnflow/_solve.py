@@ -14,15 +14,22 @@ from jaxtyping import Array, Float
 
 from ._check import (
     MAX_STEPS_LIMIT,
+    as_array,
     check_bool,
     check_budget,
+    check_delta,
+    check_field_callable,
     check_finite_scalar,
+    check_instance,
     check_max_steps,
     check_positive_scalar,
+    check_real,
+    check_reverse_mode_only,
     check_save_times,
     check_tokens,
     is_traced,
 )
+from ._integrators._stored_adjoint import StoredStepAdjoint
 from ._integrators._tolerance import floor_tolerances
 from ._sphere import unit_rows
 
@@ -97,7 +104,7 @@ def _user_saveat(saveat, ts, backsolve, dtype, t0, t1):
     """The user's ``SaveAt`` with each ``fn`` reading y/|y| (not under BacksolveAdjoint, which
     rejects ``fn``: its values are normalised after the solve)."""
     if not isinstance(saveat, diffrax.SaveAt):
-        raise TypeError(f"saveat: expected a diffrax.SaveAt, got {type(saveat).__name__}")
+        check_instance(saveat, "saveat", diffrax.SaveAt, "e.g. diffrax.SaveAt(ts=[0.0, 1.0])")
     if ts is not None:
         raise ValueError("saveat, ts: pass save times either as ts or inside saveat, not both")
 
@@ -140,7 +147,7 @@ def clustered_event(delta: float = 1e-3, *, root_finder=_DEFAULT_ROOT_FINDER) ->
     failure). A state already clustered at t0 fires nothing (no upward crossing).
 
     Args:
-        delta: the clustering threshold δ > 0 (as in :func:`attnflow.clustered_fraction`).
+        delta: the clustering threshold 0 < δ < 2 (as in :func:`attnflow.clustered_fraction`).
         root_finder: an ``optimistix`` root finder that locates the crossing inside the step
             (default Newton with rtol = atol = 1e-6); ``None`` stops at the end of the step
             where the crossing happened.
@@ -155,7 +162,14 @@ def clustered_event(delta: float = 1e-3, *, root_finder=_DEFAULT_ROOT_FINDER) ->
         >>> bool(sol.ts[-1] < 100.0), float(af.clustered_fraction(sol.ys[-1], 1.01e-3))
         (True, 1.0)
     """
-    delta = check_positive_scalar(delta, "delta", what="clustering threshold")
+    delta = check_delta(delta)
+    check_instance(
+        root_finder,
+        "root_finder",
+        optx.AbstractRootFinder,
+        "e.g. optimistix.Newton(rtol=1e-6, atol=1e-6), or None",
+        allow_none=True,
+    )
     return diffrax.Event(_Clustered(delta), root_finder, direction=True)
 
 
@@ -220,6 +234,30 @@ def _check_dt0(dt0, t0, t1):
     return dt0
 
 
+_STIFF = (
+    "solve: reached max_steps{steps} before t1{where}: the problem is stiff. The field's rate "
+    "at x0 is about λ = {rate:.3g}{overflow}, so an explicit solver needs about "
+    "λ·(t1 − t0)/3 = {need:.3g} steps (raising max_steps does not help past {limit:.3g}). "
+    "Large β with normalization='n' does this (USA's rate grows like e^β, and overflows "
+    "float32 for β > 88): use a smaller β, the softmax normalisation, or an implicit solver "
+    "(e.g. solver=diffrax.Kvaerno5())"
+)
+
+
+def _field_rate(field, t0, x0, args) -> float:
+    """|∂F/∂x| at (t0, x0), by three power iterations of JVPs: the stiffness that caps an
+    explicit solver's step at about 3/λ. Run only after a failed eager solve."""
+    v = jnp.ones_like(x0) + jnp.arange(x0.size, dtype=x0.dtype).reshape(x0.shape) / x0.size
+    rate = 0.0
+    for _ in range(3):
+        v = v / jnp.linalg.norm(v)
+        _, v = jax.jvp(lambda x: field(t0, unit_rows(x), args), (x0,), (v,))
+        rate = float(jnp.linalg.norm(v))
+        if not np.isfinite(rate) or rate == 0:
+            return rate
+    return rate
+
+
 _OTHER_FAILURE = (
     "diffrax reported a failure other than the step cap (e.g. an implicit solver's nonlinear "
     "solve diverged); rerun with throw=False and inspect sol.result"
@@ -247,8 +285,20 @@ def _check_solution(sol, field, t0, x0, args, max_steps, t1_value):
         bad_start = start_not_finite()
         steps = f" = {max_steps} ({int(accepted)} accepted, {int(rejected)} rejected)"
         where = "" if t1_value is None else f" = {t1_value:g}"
+        rate = _field_rate(field, t0, x0, args) if bool(capped) and t1_value is not None else 0.0
+        need = rate * abs(t1_value - float(t0)) / 3 if t1_value is not None else 0.0
         if bool(bad_start):
             message = _NOT_FINITE_AT_START
+        elif bool(capped) and not need <= MAX_STEPS_LIMIT:
+            overflow = "" if np.isfinite(rate) else f" (its derivative overflows {x0.dtype})"
+            message = _STIFF.format(
+                steps=steps,
+                where=where,
+                rate=rate,
+                overflow=overflow,
+                need=need,
+                limit=MAX_STEPS_LIMIT,
+            )
         elif bool(mostly_rejected):
             message = _MOSTLY_REJECTED.format(steps=steps)
         elif bool(capped):
@@ -299,12 +349,49 @@ def _scalar_array(value, dtype):
     return jnp.asarray(value, dtype)
 
 
+def check_solve_objects(
+    field,
+    solver=None,
+    adjoint=None,
+    stepsize_controller=None,
+    progress_meter=None,
+    *,
+    field_optional=False,
+):
+    """The options that take an object: an instance of the right diffrax class (a class passed
+    for its instance, or a name such as ``solver='tsit5'``, is refused saying what to pass)."""
+    # field_optional: None means no interaction (solve_sde) or no field at all (models).
+    check_field_callable(field, allow_none=field_optional)
+    check_instance(
+        solver, "solver", diffrax.AbstractSolver, "e.g. diffrax.Tsit5()", allow_none=True
+    )
+    check_instance(
+        adjoint,
+        "adjoint",
+        diffrax.AbstractAdjoint,
+        "e.g. diffrax.RecursiveCheckpointAdjoint() or attnflow.StoredStepAdjoint()",
+        allow_none=True,
+    )
+    check_instance(
+        stepsize_controller,
+        "stepsize_controller",
+        diffrax.AbstractStepSizeController,
+        "e.g. diffrax.PIDController(rtol=1e-6, atol=1e-9)",
+        allow_none=True,
+    )
+    check_instance(
+        progress_meter,
+        "progress_meter",
+        diffrax.AbstractProgressMeter,
+        "e.g. diffrax.TqdmProgressMeter()",
+        allow_none=True,
+    )
+
+
 def _check_event(event):
-    if event is not None and not isinstance(event, diffrax.Event):
-        raise TypeError(
-            f"event: expected a diffrax.Event (e.g. attnflow.clustered_event(delta)), "
-            f"got {type(event).__name__}"
-        )
+    check_instance(
+        event, "event", diffrax.Event, "e.g. attnflow.clustered_event(1e-3)", allow_none=True
+    )
 
 
 def solve(
@@ -509,6 +596,11 @@ def integrate(
     of a failed solve."""
     throw = check_bool(throw, "throw")
     differentiable_twice = check_bool(differentiable_twice, "differentiable_twice")
+    check_solve_objects(field, solver, adjoint, stepsize_controller, progress_meter)
+    if isinstance(adjoint, StoredStepAdjoint):
+        check_reverse_mode_only(
+            (field, x0, t1, t0, args), "adjoint", "StoredStepAdjoint (a custom reverse pass)"
+        )
     dtype = jnp.result_type(x0)
     t0, t1, t1_value, rtol, atol, max_steps, dt0 = _check_solve_arguments(
         t0, t1, rtol, atol, max_steps, dt0, dtype
@@ -534,6 +626,7 @@ def integrate(
     elif ts is None:
         saveat = diffrax.SaveAt(t1=True, **save_fn)
     else:
+        ts = check_real(as_array(ts, "ts"), "ts")  # complex times would lose their imaginary part
         ts = check_save_times(jnp.asarray(ts, dtype=dtype), t0, t1)
         saveat = diffrax.SaveAt(ts=ts, **save_fn)
     _check_event(event)

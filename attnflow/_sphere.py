@@ -13,9 +13,11 @@ from ._check import (
     check_key,
     check_nonzero_rows,
     check_real,
+    check_size,
     check_tokens,
     expected,
     is_traced,
+    unit_norm_tolerance,
 )
 
 
@@ -65,14 +67,31 @@ def retract(x: Float[Array, "*batch d"], v: Float[Array, "*batch d"], t=1.0):
 def normalize(x: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
     """Project each row onto the unit sphere: x_i ↦ x_i / |x_i|.
 
-    This is the layer normalisation of the paper (§2). Zero rows raise an error.
+    This is the layer normalisation of the paper (§2). Zero rows raise an error. Rows whose
+    norm underflows or overflows the dtype (subnormal entries, or entries near its maximum)
+    are rescaled by their largest entry first, so every finite non-zero row has a direction.
 
     Example:
         >>> import jax.numpy as jnp, attnflow as af
         >>> [round(v, 6) for v in af.normalize(jnp.array([[3.0, 4.0]]))[0].tolist()]
         [0.6, 0.8]
     """
-    return unit_rows(check_nonzero_rows(x, "x"))
+    x = check_nonzero_rows(x, "x")
+    x = (
+        x
+        if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)
+        else jnp.asarray(x, float)
+    )
+    norm = jnp.linalg.norm(x, axis=-1, keepdims=True)
+    tiny = jnp.finfo(x.dtype).tiny
+    plain = (norm >= tiny) & jnp.isfinite(norm)
+    if not is_traced(plain) and bool(jnp.all(plain)):
+        return x / norm  # the common case, as before
+    # Scale by a power of two (exact; a division by a huge number would pass through a subnormal
+    # reciprocal, which XLA flushes to zero).
+    _, exponent = jnp.frexp(jnp.max(jnp.abs(x), axis=-1, keepdims=True))
+    y = jnp.ldexp(x, -exponent)
+    return jnp.where(plain, x / jnp.where(plain, norm, 1), unit_rows(y))
 
 
 def tangent(x: Float[Array, "*batch d"], v: Float[Array, "..."]) -> Float[Array, "*batch d"]:
@@ -96,9 +115,14 @@ def project_tangent(
 
     Unlike :func:`tangent` it satisfies ⟨x, P_x v⟩ = 0 for every non-zero x, so a flow driven by it
     conserves |x_i| exactly (docs/maths.md §1.12: the plain extension is repelling when V = −I).
+
+    Called eagerly, a zero row of ``x`` is refused; traced (inside a solver step, under ``jit``)
+    a zero row gives NaN, as a NaN row does: both propagate to the caller, which diagnoses them
+    (docs/conventions.md, "Left to NaN propagation").
     """
     x, v = _check_pair(x, v)
-    x = check_nonzero_rows(x, "x")
+    if not is_traced(x):
+        x = check_nonzero_rows(x, "x")
     return v - jnp.sum(x * v, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True) * x
 
 
@@ -115,7 +139,7 @@ def random_tokens(
         (4, 3)
     """
     key = check_key(key)
-    n, d = check_int(n, "n", low=1), check_int(d, "d")
+    n, d = check_size(n, "n", low=1), check_size(d, "d", low=None)
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if isinstance(batch_shape, (int, np.integer)):
@@ -142,7 +166,7 @@ def orthogonal_tokens(
         >>> bool(abs(x @ x.T - jnp.eye(3)).max() < 1e-6)
         True
     """
-    n, d = check_int(n, "n", low=1), check_int(d, "d")
+    n, d = check_size(n, "n", low=1), check_size(d, "d", low=None)
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n > d:
@@ -171,6 +195,17 @@ def geodesic(x: Float[Array, "n d"], v: Float[Array, "n d"], t) -> Float[Array, 
     x = check_tokens(x, "x")
     x, v = _check_pair(x, v)
     t = check_finite_scalar(t, "t")
+    if not is_traced(x) and not is_traced(v):
+        # The exponential map needs a tangent v: a normal part would leave the sphere.
+        normal = np.abs(np.sum(np.asarray(x, np.float64) * np.asarray(v, np.float64), axis=-1))
+        size = np.maximum(1.0, np.linalg.norm(np.asarray(v, np.float64), axis=-1))
+        tol = unit_norm_tolerance(np.asarray(x).dtype)
+        if np.any(normal > tol * size):
+            i = int(np.argmax(normal / size))
+            raise ValueError(
+                f"v: expected tangent vectors at x (⟨x_i, v_i⟩ = 0), got ⟨x_{i}, v_{i}⟩ = "
+                f"{normal[i]:.3g}; project them first with attnflow.tangent(x, v)"
+            )
     norm = jnp.linalg.norm(v, axis=-1, keepdims=True)
     safe = jnp.where(norm > 0, norm, 1.0)
     return jnp.cos(t * norm) * x + jnp.where(norm > 0, jnp.sin(t * norm) / safe, t) * v

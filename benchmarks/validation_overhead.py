@@ -37,6 +37,7 @@ CHECKS = [
     "check_max_steps",
     "check_save_times",
     "check_bool",
+    "check_solve_objects",
 ]
 
 

@@ -10,7 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_dict_keys, check_shape_tokens, check_weights, is_traced
+from .._check import (
+    check_dict_keys,
+    check_shape_tokens,
+    check_weights,
+    convert_array_likes_in_subclass,
+    is_traced,
+)
 from .._sphere import project_tangent
 from ._kernel import AUTO_BLOCK_THRESHOLD, DEFAULT_BLOCK_SIZE, attention, attention_matrix
 
@@ -26,7 +32,14 @@ class AbstractField(eqx.Module):
     non-negative weights, or a dict whose ``"weights"`` entry is one of those. So
     ``solve(field, x0, t1, args=w)`` evolves a weighted measure; weights are constant in time
     (the continuity equation moves mass, it does not create it).
+
+    ``x`` may be a Python list or tuple (an array-like): every subclass's ``__call__`` and
+    ``residual`` convert it at the boundary, as JAX does.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        convert_array_likes_in_subclass(cls, ("__call__", "residual"))
 
     @abc.abstractmethod
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:

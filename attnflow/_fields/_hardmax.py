@@ -2,9 +2,15 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_shape_tokens, is_traced
+from .._check import (
+    accepts_array_likes,
+    check_finite_array,
+    check_shape_tokens,
+    is_traced,
+)
 from ._base import AbstractAttention, check_field_input, weights_from_args
 from ._kernel import attention_matrix
 from ._self_attention import SelfAttention
@@ -33,7 +39,20 @@ def hardmax(logits: Float[Array, "*batch n"], *, tol=0.0) -> Float[Array, "*batc
     """
     if not is_traced(tol) and not float(tol) >= 0:  # NaN too
         raise ValueError(f"tol: expected a non-negative tie tolerance, got {tol}")
+    logits = check_finite_array(logits, "logits", allow_negative_infinity=True)
+    if jnp.ndim(logits) < 1:
+        raise ValueError(f"logits: expected scores of shape (..., n), got {jnp.shape(logits)}")
+    if not jnp.issubdtype(jnp.result_type(logits), jnp.floating):
+        logits = jnp.asarray(logits, float)  # integer scores: compared as numbers, as JAX does
     logits = jnp.asarray(logits)
+    if not is_traced(logits):
+        empty = np.all(np.asarray(logits) == -np.inf, axis=-1)
+        if np.any(empty):
+            where = tuple(int(i) for i in np.argwhere(empty)[0])
+            raise ValueError(
+                f"logits: the row at index {where} is all −inf (every entry masked): it has no "
+                "maximum to select"
+            )
     flat = logits.reshape(-1, logits.shape[-1])
     # A hardmax row is the kernel's "hardmax" normalisation of scores s = 0 + bias.
     zeros = jnp.zeros((flat.shape[0], 1), flat.dtype)
@@ -123,6 +142,7 @@ class HardmaxRescaledAttention(eqx.Module):
         check_shape_tokens(z, "z")
         return self.attention.attention_matrix(z, weights)
 
+    @accepts_array_likes("z")
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         check_field_input(z, "z", nonzero=False)
         out = self.attention.attention_output(z, weights_from_args(args, z.shape[0]))

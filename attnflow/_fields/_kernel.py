@@ -42,7 +42,13 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
-from .._check import check_block_size, check_measure, is_traced
+from .._check import (
+    check_block_size,
+    check_finite_array,
+    check_finite_scalar,
+    check_measure,
+    is_traced,
+)
 
 DENSE_TILE = 2**22
 """Logits the dense path handles at once: DENSE_TILE // m query rows against all m keys.
@@ -423,7 +429,23 @@ def _check_mask(mask):
         )
 
 
+def _check_hardmax_tol(hardmax_tol):
+    if not is_traced(hardmax_tol):
+        check_finite_scalar(hardmax_tol, "hardmax_tol")
+        if float(hardmax_tol) < 0:
+            raise ValueError(f"hardmax_tol: expected a tie tolerance >= 0, got {hardmax_tol}")
+
+
 def _prepare(queries, keys, values, weights, bias):
+    # Concrete (eager) calls: real, finite inputs (NaN would only come back as a NaN row).
+    queries, keys, values = (
+        check_finite_array(a, name)
+        for a, name in ((queries, "queries"), (keys, "keys"), (values, "values"))
+    )
+    if bias is not None:
+        bias = check_finite_array(bias, "bias", allow_negative_infinity=True)
+    if jnp.ndim(queries) != 2:
+        raise ValueError(f"queries: expected shape (n, k), got {jnp.shape(queries)}")
     n, k = jnp.shape(queries)
     m = jnp.shape(keys)[0]
     if jnp.ndim(keys) != 2 or jnp.shape(keys)[1] != k:
@@ -498,6 +520,7 @@ def attention(
     """
     _check_normalization(normalization)
     _check_mask(mask)
+    _check_hardmax_tol(hardmax_tol)
     check_block_size(block_size)
     queries, keys, values, weights, bias = _prepare(queries, keys, values, weights, bias)
     if normalization == "hardmax":
@@ -529,6 +552,8 @@ def attention_matrix(
     """
     _check_normalization(normalization)
     _check_mask(mask)
+    _check_hardmax_tol(hardmax_tol)
+    queries, keys = check_finite_array(queries, "queries"), check_finite_array(keys, "keys")
     values = jnp.zeros((jnp.shape(keys)[0], 1), jnp.result_type(queries, keys))
     queries, keys, _, weights, bias = _prepare(queries, keys, values, weights, bias)
     return _matrix(queries, keys, weights, bias, mask, normalization, query_offset, hardmax_tol)

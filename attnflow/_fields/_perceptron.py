@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._check import is_traced
+from .._check import accepts_array_likes, as_array, check_tokens, is_traced
 
 __all__ = ["Perceptron"]
 
@@ -126,11 +126,15 @@ class Perceptron(eqx.Module):
         return jnp.searchsorted(self.switch_times, t.astype(self.switch_times.dtype), side="right")
 
     def _check_points(self, x):
+        x = as_array(x, "x")
         if jnp.ndim(x) != 2 or jnp.shape(x)[1] != self.w.shape[2]:
             raise ValueError(
                 f"x: expected points of shape (n, {self.w.shape[2]}), got shape {jnp.shape(x)}"
             )
+        if not is_traced(x):
+            check_tokens(x, "x", unit=False)  # points of R^d: real and finite
 
+    @accepts_array_likes("x")
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         self._check_points(x)
         k = self.piece_index(t)

@@ -8,7 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._check import is_traced
+from .._check import (
+    check_finite_scalar,
+    is_traced,
+)
 from ._base import AbstractField
 from ._self_attention import SelfAttention
 
@@ -187,6 +190,9 @@ class PiecewiseConstant(AbstractField):
             >>> [int(f.piece_index(jnp.asarray(t, jnp.float64))) for t in (0.0, 0.1, 0.2)]
             [0, 1, 1]
         """
+        if not is_traced(t):
+            # A NaN time compares false with every switch and would select the last piece.
+            check_finite_scalar(t, "t")
         t = jnp.asarray(t)
         switch_times = jax.lax.stop_gradient(self.switch_times)
         dtype = switch_times.dtype

@@ -20,7 +20,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_bool, check_int, check_tokens, is_traced
+from .._check import (
+    as_array_like,
+    check_bool,
+    check_dtype_option,
+    check_int,
+    check_size,
+    check_tokens,
+    is_traced,
+)
 from .._solve import solve
 from ._base import AbstractAttention
 from ._self_attention import SelfAttention
@@ -34,13 +42,14 @@ def alibi_bias(n: int, slope, *, causal: bool = True, dtype=None) -> Float[Array
         >>> af.alibi_bias(3, 0.5, causal=False).tolist()
         [[-0.0, -0.5, -1.0], [-0.5, -0.0, -0.5], [-1.0, -0.5, -0.0]]
     """
-    n = check_int(n, "n", low=1)
+    n = check_size(n, "n", low=1)
     causal = check_bool(causal, "causal")
     if jnp.ndim(slope) != 0:
         raise ValueError(f"slope: expected a scalar ALiBi slope, got shape {jnp.shape(slope)}")
     if not is_traced(slope) and not (np.isfinite(float(slope)) and float(slope) >= 0):
         raise ValueError(f"slope: expected a finite slope m >= 0, got {float(slope)}")
-    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    dtype = check_dtype_option(dtype, "dtype")
+    dtype = dtype if dtype is not None else jnp.result_type(float)
     positions = jnp.arange(n)
     distance = jnp.abs(positions[:, None] - positions[None, :]).astype(dtype)
     bias = -jnp.asarray(slope, dtype) * distance
@@ -57,7 +66,7 @@ def alibi_slopes(num_heads: int) -> Float[Array, " heads"]:
         >>> af.alibi_slopes(4).tolist()
         [0.25, 0.0625, 0.015625, 0.00390625]
     """
-    num_heads = check_int(num_heads, "num_heads", low=1)
+    num_heads = check_size(num_heads, "num_heads", low=1)
     h = jnp.arange(1, int(num_heads) + 1, dtype=jnp.result_type(float))
     return 2.0 ** (-8.0 * h / num_heads)
 
@@ -162,6 +171,7 @@ def retrieval_profile(
         >>> mean.shape, bool(mean[-1] > 0.5)
         ((4,), True)
     """
+    x0 = as_array_like(x0, "x0")
     if jnp.ndim(x0) != 3:
         raise ValueError(
             f"x0: expected a batch of prompts of shape (batch, n, d), got shape {jnp.shape(x0)}"

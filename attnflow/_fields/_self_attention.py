@@ -101,10 +101,12 @@ class SelfAttention(AbstractAttention):
     ):
         self.beta = hyperparameter(check_beta(beta, signed=True))
         check_sa_normalization(normalization)
-        for name, matrix in (("Q", Q), ("K", K), ("V", V)):
-            if matrix is not None:
-                check_matrix(matrix, name, "(d, d)" if name == "V" else "(k, d)")
-                check_real(matrix, name)
+        Q, K, V = (
+            None
+            if m is None
+            else check_matrix(check_real(m, name), name, "(d, d)" if name == "V" else "(k, d)")
+            for name, m in (("Q", Q), ("K", K), ("V", V))
+        )
         given = {name: m for name, m in (("Q", Q), ("K", K), ("V", V)) if m is not None}
         if len({m.shape[1] for m in given.values()}) > 1:
             shapes = ", ".join(f"{name}: {m.shape}" for name, m in given.items())

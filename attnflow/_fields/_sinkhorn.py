@@ -26,7 +26,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import (
+    accepts_array_likes,
     check_beta,
+    check_finite_array,
     check_int,
     check_matrix,
     check_shape_tokens,
@@ -91,6 +93,7 @@ def _sinkhorn_or_newton(logits, log_w, u, v):
     )
 
 
+@accepts_array_likes("logits", "log_weights")  # outside the jit: a list is not a pytree of arrays
 @functools.partial(jax.jit, static_argnames=("iterations", "tolerance"))
 def sinkhorn_potentials(
     logits: Float[Array, "n n"],
@@ -129,6 +132,8 @@ def sinkhorn_potentials(
         True
     """
     _check_iterations(iterations, tolerance)
+    logits = check_finite_array(logits, "logits", allow_negative_infinity=True)
+    log_weights = check_finite_array(log_weights, "log_weights", allow_negative_infinity=True)
     log_w = log_weights
     n = logits.shape[0]
     u = jnp.zeros(n, logits.dtype)
@@ -277,7 +282,7 @@ class SinkhornEnergy(AbstractEnergy):
         # (docs/conventions.md, "Which parameters are trained").
         self.beta = hyperparameter(check_beta(beta, positive=True))
         if A is not None:
-            check_matrix(A, "A", "(d, d)")
+            A = check_matrix(A, "A", "(d, d)")
             check_symmetric(
                 A, "A", "the Sinkhorn energy is a gradient only for a symmetric bilinear form"
             )

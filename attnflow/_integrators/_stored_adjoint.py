@@ -12,7 +12,7 @@ import jax.tree_util as jtu
 import numpy as np
 from jax import lax
 
-from .._check import check_int
+from .._check import MAX_ARRAY_ELEMENTS, MAX_STEPS_LIMIT, check_budget, check_int
 
 
 class StoredStepAdjoint(diffrax.AbstractAdjoint):
@@ -76,6 +76,13 @@ class StoredStepAdjoint(diffrax.AbstractAdjoint):
 
     def __check_init__(self):
         check_int(self.steps, "steps", low=1)
+        check_budget(
+            "steps",
+            self.steps,
+            MAX_STEPS_LIMIT,
+            what="stored steps",
+            hint="the default 64 recomputes the rest; use max_memory to bound the memory",
+        )
         if self.max_memory is not None:
             check_int(self.max_memory, "max_memory", low=1)
 
@@ -271,7 +278,15 @@ def _stored_loop_bwd(residuals, grad_obj, perturbed, vjp_arg, cond, max_steps, l
 def _capacity(shapes, steps, max_memory, max_steps) -> int:
     """Slots to allocate: ``steps``, fewer if ``max_memory`` or the step cap says so."""
     capacity = steps if max_steps is None else min(steps, max_steps)
+    step_elements = sum(int(np.prod(s.shape)) for s in shapes)
     if max_memory is not None:
         step_bytes = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in shapes)
         capacity = min(capacity, max_memory // max(step_bytes, 1))
+    check_budget(
+        "steps",
+        max(capacity, 1) * step_elements,
+        MAX_ARRAY_ELEMENTS,
+        what="stored numbers (steps x the solver state of one step)",
+        hint="lower steps or pass max_memory (bytes)",
+    )
     return max(capacity, 1)

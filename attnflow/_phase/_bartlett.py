@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_int, check_key
+from .._check import check_key, check_size
 from .._sphere import unit_rows
 
 
@@ -30,8 +30,8 @@ def bartlett_tokens(
         ((5, 5), True)
     """
     key = check_key(key)
-    n = check_int(n, "n", low=1)
-    d = check_int(d, "d", low=2)  # the sphere S^(d-1)
+    n = check_size(n, "n", low=1)
+    d = check_size(d, "d", low=2)  # the sphere S^(d-1)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     # d enters only through the χ degrees of freedom: one compilation serves every d ≥ n.
     return _bartlett(key, jnp.asarray(d, dtype), n, min(n, d), tuple(batch_shape), dtype)

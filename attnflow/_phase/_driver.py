@@ -13,9 +13,14 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    as_array,
     check_bool,
+    check_budget,
     check_delta,
+    check_dtype_option,
     check_key,
+    check_matrix,
     check_positive_scalar,
     check_sa_normalization,
 )
@@ -29,6 +34,11 @@ from ._log_distance import LOG_ZERO, LogDistance, log_floor
 from ._run import Engine, PhaseDiagramResult, run
 from ._settings import DeviceLayout, engine_settings
 from ._statistics import AbstractStatistic, ClusteredFraction
+
+# A family's pieces are solved in sequence inside one compiled program, and its heads are a
+# static tuple: both are unrolled when the program is traced.
+MAX_PIECES = 1024
+MAX_HEADS = 1024
 
 # The first trial step of every system. The flows start from O(1) rates on an O(1) time scale
 # (t ≈ 2–30 on the Fig. 3 grids), so a fixed first step of this size is accepted or cut once,
@@ -193,6 +203,7 @@ def _check_options(
     statistic, family = _check_statistic_family(statistic, family, delta)
     if statistics is _RESULT and not _reduced_engine(statistic, family):
         _general_has_no_result()
+    _check_family_budget(family, ts)
     engine = _engine(*engine_args, progress=progress)
     return betas, ts, statistic, family, statistics, engine
 
@@ -204,6 +215,8 @@ def _from_tokens(
     R, n, d = x0.shape
     full = (R, family.num_pieces(float(ts[-1])), family.heads, d, d)
     mats = _weight_matrices(x0, Q, K, V, full)
+    if "Q" not in mats:
+        _check_usa_overflow(betas, normalization, x0.dtype)
     fast = _reduced_engine(statistic, family) and all(m.ndim <= 3 for m in mats.values())
     if not fast:
         if statistics is _RESULT:
@@ -308,6 +321,8 @@ def _weight_matrices(x0, Q, K, V, full):
     for name, m in (("Q", Q), ("K", K), ("V", V)):
         if m is None:
             continue
+        m = as_array(m, name)
+        m = check_matrix(m, name, f"({d}, {d}), ({R}, {d}, {d}) or {full}", ndim=jnp.ndim(m))
         m = jnp.asarray(m, x0.dtype)
         if m.shape not in ((d, d), (R, d, d), full):
             raise ValueError(
@@ -374,6 +389,38 @@ def _check_statistic_family(statistic, family, delta):
     elif not isinstance(family, FieldFamily):
         raise ValueError(f"family: expected a FieldFamily or None, got {type(family).__name__}")
     return statistic, family
+
+
+def _check_usa_overflow(betas, normalization, dtype):
+    """With Q = K = I the unnormalised field's diagonal term is e^(β⟨x_i, x_i⟩) = e^β exactly:
+    refuse, before sampling or compiling, a β at which it overflows the dtype."""
+    limit = float(np.log(np.finfo(dtype).max))
+    if normalization == "n" and float(np.max(betas)) > limit:
+        raise ValueError(
+            f"betas: expected β <= {limit:.1f} for normalization='n' in {jnp.dtype(dtype).name}, "
+            f"got {float(np.max(betas))}: the unnormalised field multiplies by "
+            "e^(β⟨x_i, x_i⟩) = e^β, which overflows; use float64 (β up to 709), or the softmax "
+            "normalisation"
+        )
+
+
+def _check_family_budget(family, ts):
+    """A family's pieces (⌈ts[-1] / period⌉) and heads are unrolled at trace time: refuse, before
+    sampling or compiling, more than the budget."""
+    check_budget(
+        "family",
+        family.num_pieces(float(ts[-1])),
+        MAX_PIECES,
+        what="pieces of constant weights (ceil(ts[-1] / period), each one solve compiled in "
+        "sequence)",
+        hint="lengthen FieldFamily(period=...) or shorten ts",
+    )
+    check_budget(
+        "family",
+        family.heads,
+        MAX_HEADS,
+        what="heads (FieldFamily(heads=...), unrolled when the program is traced)",
+    )
 
 
 def phase_diagram(
@@ -505,7 +552,18 @@ def phase_diagram(
     )
     if ensemble is None:
         _warn_identical_heads(family)
-    dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
+    dtype = check_dtype_option(dtype, "dtype")
+    dtype = dtype if dtype is not None else jnp.result_type(float)
+    if ensemble is None or ensemble.bilinear == "identity":
+        _check_usa_overflow(betas, normalization, dtype)
+    check_budget(
+        "realizations",
+        R * family.num_pieces(float(ts[-1])) * family.heads * d * max(n, d),
+        MAX_ARRAY_ELEMENTS,
+        what="numbers in the sampled tokens and weights (realizations x pieces x heads x d x "
+        "max(n, d))",
+        factors={"realizations": R, "n": n, "d": d},
+    )
     x0, weights = _sample(key, n, d, R, dtype, ensemble, shared_weights, family, float(ts[-1]))
     Q, K, V = (weights.get(name) for name in ("Q", "K", "V"))
     return _from_tokens(

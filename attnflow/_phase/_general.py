@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._check import failed_solves_message
 from .._fields._self_attention import MultiHeadAttention, SelfAttention
 from .._layers import (
     NGPT,
@@ -79,8 +80,10 @@ class FieldFamily(eqx.Module):
                 f"scheme: expected a normalisation scheme (PostLN(), PreLN(), PeriLN(), NGPT()) "
                 f"or None, got {type(self.scheme).__name__}"
             )
-        if self.period is not None and not (
-            isinstance(self.period, (int, float)) and math.isfinite(self.period) and self.period > 0
+        if self.period is not None and (
+            isinstance(self.period, (bool, np.bool_))
+            or not isinstance(self.period, (int, float, np.integer, np.floating))
+            or not (math.isfinite(self.period) and self.period > 0)
         ):
             raise ValueError(
                 f"period: expected a finite redraw period > 0 or None, got {self.period!r}"
@@ -224,8 +227,15 @@ def general_phase_diagram(
     bar.close()
     if failed:
         raise RuntimeError(
-            f"phase diagram: {failed} of {R * len(betas)} solves did not reach t = {ts[-1]} "
-            f"within max_steps = {max_steps}; raise max_steps or loosen rtol/atol"
+            failed_solves_message(
+                "phase diagram",
+                failed,
+                R * len(betas),
+                ts[-1],
+                max_steps,
+                normalization=normalization,
+                dtype=dtype,
+            )
         )
     return statistic.aggregate(jnp.swapaxes(jnp.asarray(values), 0, 1))
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from .._check import failed_solves_message
 from .._integrators._dopri5 import EVALUATIONS_PER_STEP
 from .._integrators._tolerance import floor_tolerances
 from .._progress import Progress
@@ -216,8 +217,15 @@ def run(
         counts = _dispatch(tasks, call, sums, bar, 0 if on_device else 2 * len(devices))
     if sums.failed:
         raise RuntimeError(
-            f"phase diagram: {sums.failed} of {R * len(betas)} solves did not reach t = {ts[-1]} "
-            f"within max_steps = {engine.max_steps}; raise max_steps or loosen rtol/atol"
+            failed_solves_message(
+                "phase diagram",
+                sums.failed,
+                R * len(betas),
+                ts[-1],
+                engine.max_steps,
+                normalization=getattr(form, "normalization", None),
+                dtype=dtype,
+            )
         )
     return PhaseDiagramResult(
         probability=jnp.asarray(counts / (R * n * (n - 1))),

@@ -9,6 +9,7 @@ of paper (3.5), and any user function of G.
 """
 
 import abc
+import functools
 from collections.abc import Callable
 from typing import Literal
 
@@ -16,7 +17,14 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_delta, check_positive_scalar
+from .._check import (
+    as_array_like,
+    check_delta,
+    check_finite_scalar,
+    check_positive_scalar,
+    check_tokens,
+    is_traced,
+)
 from .._diagnostics import clustered_fraction, count_clusters, gram
 from .._energy import InteractionEnergy
 
@@ -46,6 +54,12 @@ class AbstractStatistic(eqx.Module):
 
     reduce: eqx.AbstractVar[Literal["mean", "median"]]
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        method = cls.__dict__.get("__call__")
+        if method is not None and not getattr(method, "__isabstractmethod__", False):
+            cls.__call__ = _checked_statistic(method)
+
     @abc.abstractmethod
     def __call__(self, x: Float[Array, "n d"], beta: Float[Array, ""]) -> Float[Array, ""]:
         """The statistic of one system of tokens x (n, d) at inverse temperature β."""
@@ -54,6 +68,26 @@ class AbstractStatistic(eqx.Module):
         """Reduce per-realisation values (R, …) over the first axis."""
         values = jnp.asarray(values)
         return jnp.mean(values, axis=0) if self.reduce == "mean" else jnp.median(values, axis=0)
+
+
+def _checked_statistic(method):
+    """A statistic's ``__call__`` at the public boundary: ``x`` may be a list (converted);
+    eager calls check the tokens (on the sphere, finite) and β (a finite real scalar, not a
+    string). Inside a phase diagram the arguments are traced and only converted."""
+    if getattr(method, "_converts_array_likes", False):
+        return method
+
+    @functools.wraps(method)
+    def __call__(self, x, beta):
+        x = as_array_like(x, "x")
+        if not is_traced(x):
+            x = check_tokens(x, "x")
+        if not is_traced(beta):
+            check_finite_scalar(beta, "beta")
+        return method(self, x, beta)
+
+    __call__._converts_array_likes = True
+    return __call__
 
 
 class _ThresholdStatistic(AbstractStatistic):

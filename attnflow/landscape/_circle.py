@@ -14,7 +14,13 @@ from typing import Literal
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, check_sa_normalization
+from .._check import (
+    as_array,
+    check_beta,
+    check_real_values,
+    check_sa_normalization,
+    check_tokens,
+)
 
 
 def _check_angles(theta):
@@ -22,7 +28,7 @@ def _check_angles(theta):
         raise ValueError(
             f"theta: expected a vector of n angles, shape (n,), got shape {jnp.shape(theta)}"
         )
-    theta = jnp.asarray(theta)
+    theta = jnp.asarray(check_real_values(theta, "theta"))
     if not jnp.issubdtype(theta.dtype, jnp.floating):
         theta = theta.astype(float)
     return theta
@@ -48,8 +54,10 @@ def circle_angles(x: Float[Array, "n 2"]) -> Float[Array, " n"]:
         >>> float(af.landscape.circle_angles(jnp.array([[0.0, 1.0]]))[0]) == float(jnp.pi / 2)
         True
     """
+    x = as_array(x, "x")
     if jnp.ndim(x) != 2 or jnp.shape(x)[1] != 2:
         raise ValueError(f"x: expected tokens on the circle, shape (n, 2), got {jnp.shape(x)}")
+    x = check_tokens(x, "x")
     return jnp.arctan2(x[:, 1], x[:, 0])
 
 

@@ -14,6 +14,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._check import (
     check_bool,
+    check_callable,
     check_int,
     check_tokens,
     check_tolerance,
@@ -162,10 +163,9 @@ def find_critical_point(
         >>> bool(crit.grad_norm < 1e-10), int(af.count_clusters(crit.x)) == 5
         (True, True)
     """
-    if not callable(energy):
-        raise ValueError(
-            f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
-        )
+    check_callable(
+        energy, "energy", "a callable energy(x, weights)", "e.g. attnflow.InteractionEnergy(1.0)"
+    )
     x0 = check_tokens(x0, "x0")
     weights = check_weights(weights, x0.shape[0])
     max_steps = check_int(max_steps, "max_steps", low=1)
@@ -307,10 +307,9 @@ def classify_critical_point(
 
 def _hessian_and_orbit(energy, x, weights, grad_rtol, orbit_rtol, remove_orbit):
     """The checked Hessian at x, the orbit columns to remove, ‖H‖ and |grad E|."""
-    if not callable(energy):
-        raise ValueError(
-            f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
-        )
+    check_callable(
+        energy, "energy", "a callable energy(x, weights)", "e.g. attnflow.InteractionEnergy(1.0)"
+    )
     x = check_tokens(x, "x")
     weights = check_weights(weights, x.shape[0])
     if x.shape[0] < 2:

@@ -23,7 +23,15 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._check import check_bool, check_int, check_key, check_tokens, check_tolerance, check_weights
+from .._check import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_key,
+    check_tokens,
+    check_tolerance,
+    check_weights,
+)
 from .._energy import AbstractEnergy
 from .._sphere import _tangent_basis, tangent, tangent_basis, weingarten_term
 
@@ -31,10 +39,9 @@ _CHUNK_ELEMENTS = 2**23
 
 
 def _check_energy(energy):
-    if not callable(energy):
-        raise ValueError(
-            f"energy: expected a callable energy(x, weights), got {type(energy).__name__}"
-        )
+    check_callable(
+        energy, "energy", "a callable energy(x, weights)", "e.g. attnflow.InteractionEnergy(1.0)"
+    )
 
 
 def riemannian_hessian(

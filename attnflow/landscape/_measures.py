@@ -25,9 +25,11 @@ from jaxtyping import Array, Bool, Float, Int
 from .._check import (
     check_bool,
     check_delta,
+    check_finite_scalar,
     check_int,
     check_matrix,
     check_range,
+    check_size,
     check_symmetric,
     check_tokens,
     check_tolerance,
@@ -62,7 +64,8 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
         >>> af.landscape.sphere_points(8, 2).shape, af.landscape.sphere_points(100, 3).shape
         ((8, 2), (100, 3))
     """
-    num_points = check_int(num_points, "num_points", low=1)
+    num_points = check_size(num_points, "num_points", low=1)
+    offset = float(check_finite_scalar(offset, "offset"))
     dtype = jnp.result_type(float) if dtype is None else dtype
     k = np.arange(num_points, dtype=np.float64)
     if d == 2:
@@ -79,16 +82,17 @@ def sphere_points(num_points: int, d: int, *, offset: float = 0.5, dtype=None):
 
 
 def _check_D(D, d):
-    check_matrix(D, "D", "(d, d)")
+    D = check_matrix(D, "D", "(d, d)")
     check_symmetric(D, "D", "the energy ∬ exp(xᵀDy) dμ dμ needs a symmetric bilinear form")
     if jnp.shape(D) != (d, d):
         raise ValueError(f"D: expected shape ({d}, {d}) to match points in R^{d}, got {D.shape}")
+    return D
 
 
 def _prepare(D, points, weights):
     points = check_tokens(points, "points")
     n, d = points.shape
-    _check_D(D, d)
+    D = _check_D(D, d)
     weights = check_weights(weights, n)
     D = jnp.asarray(D, points.dtype)
     if weights is None:
@@ -523,7 +527,7 @@ def _run(
     if tol is not None:
         tol = float(check_tolerance(tol, "tol"))
     if num_points is not None:
-        num_points = check_int(num_points, "num_points", low=1)
+        num_points = check_size(num_points, "num_points", low=1)
         if points is not None:
             raise ValueError(
                 f"num_points: expected None when points are given (they fix their number), "

@@ -17,10 +17,14 @@ import numpy as np
 from jaxtyping import PRNGKeyArray
 
 from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    MAX_STEPS_LIMIT,
     check_beta,
+    check_budget,
     check_int,
     check_key,
     check_positive_scalar,
+    check_real_values,
     check_tokens,
     check_tolerance,
 )
@@ -58,6 +62,13 @@ def symmetric_configurations(n: int, d: int) -> dict[str, np.ndarray]:
     """
     n = check_int(n, "n", low=2)
     d = check_int(d, "d", low=2)
+    check_budget(
+        "n",
+        n * n * d,
+        MAX_ARRAY_ELEMENTS,
+        what="numbers in about n/2 configurations of n x d",
+        factors={"n": n, "d": d},
+    )
     configs = {
         "synchronised": _great_circle(np.zeros(n), d),
         "polygon": _great_circle(2 * np.pi * np.arange(n) / n, d),
@@ -248,6 +259,25 @@ def survey_critical_points(
     num_random = check_int(num_random, "num_random", low=0)
     num_flow = check_int(num_flow, "num_flow", low=0)
     flow_step = float(check_positive_scalar(flow_step, "flow_step"))
+    flow_times = tuple(
+        float(t) for t in np.ravel(check_real_values(flow_times, "flow_times", low=0))
+    )
+    if num_flow and flow_times:
+        num_layers = max(round(t / flow_step) for t in flow_times)
+        check_budget(
+            "flow_times",
+            num_layers,
+            MAX_STEPS_LIMIT,
+            what="layers (max(flow_times) / flow_step)",
+            hint="shorten flow_times or lengthen flow_step",
+        )
+        check_budget(
+            "flow_times",
+            num_flow * (num_layers + 1) * n * d,
+            MAX_ARRAY_ELEMENTS,
+            what="numbers in the flow trajectories (num_flow x layers x n x d)",
+            hint="shorten flow_times, lengthen flow_step or lower num_flow",
+        )
     gtol = float(check_tolerance(gtol, "gtol"))
     max_steps = check_int(max_steps, "max_steps", low=1)
     dedup_tol = float(check_tolerance(dedup_tol, "dedup_tol"))

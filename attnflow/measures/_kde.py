@@ -16,7 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
-from .._check import MAX_GRID_POINTS, check_bool, check_budget, check_int, check_real
+from .._check import (
+    MAX_GRID_POINTS,
+    MAX_STEPS_LIMIT,
+    check_bool,
+    check_budget,
+    check_real,
+    check_size,
+)
 
 
 def _check(samples, beta, points_per_bandwidth, circular=False):
@@ -181,7 +188,9 @@ def kde_modes(
         [-1.0, 1.0]
     """
     samples, beta = _check(samples, beta, points_per_bandwidth, circular)
-    iterations = check_int(iterations, "iterations", low=1)
+    iterations = check_size(
+        iterations, "iterations", limit=MAX_STEPS_LIMIT, what="mean-shift iterations"
+    )
     derivative = _derivative_circle if circular else _derivative_line
     flat = samples.reshape(-1, samples.shape[-1])
     found = []

@@ -17,9 +17,9 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._check import (
     check_beta,
     check_finite_scalar,
-    check_int,
     check_key,
     check_real_values,
+    check_size,
     check_tokens,
     check_weights,
     expected,
@@ -101,7 +101,7 @@ def von_mises_fisher(
     key = None if key is None else check_key(key)
     mean = _unit_mean(mean)
     kappa = check_beta(kappa, name="kappa")  # a concentration: finite, >= 0
-    n = check_int(n, "n", low=1)
+    n = check_size(n, "n", low=1)
     dtype = jnp.zeros((), dtype).dtype if dtype is not None else jnp.result_type(float)
     means = jnp.broadcast_to(mean.astype(dtype), (n, mean.shape[0]))
     return _sample_vmf(key, means, jnp.full((n,), kappa, dtype))
@@ -147,7 +147,7 @@ def von_mises_fisher_mixture(
         (1000, 3)
     """
     key = None if key is None else check_key(key)
-    n = check_int(n, "n", low=1)
+    n = check_size(n, "n", low=1)
     means = jnp.asarray(check_real_values(means, "means"))
     kappas = jnp.asarray(check_real_values(kappas, "kappas", low=0))
     if means.ndim != 2 or means.shape[0] < 1:
@@ -241,7 +241,7 @@ def sliced_wasserstein(
     p = float(check_finite_scalar(p, "p"))  # static: a Python float, never traced
     if p < 1:
         expected("p", "an order p >= 1", p)
-    num_projections = check_int(num_projections, "num_projections", low=1)
+    num_projections = check_size(num_projections, "num_projections", low=1)
     dtype = jnp.result_type(x, y)
     a = (
         jnp.ones(x.shape[0], dtype)

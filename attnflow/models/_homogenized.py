@@ -85,9 +85,12 @@ import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._check import (
+    MAX_ARRAY_ELEMENTS,
     as_array,
     check_beta,
+    check_budget,
     check_delta,
+    check_dtype_option,
     check_finite_scalar,
     check_int,
     check_key,
@@ -95,11 +98,13 @@ from .._check import (
     check_real,
     check_real_values,
     check_save_times,
+    check_size,
     check_tokens,
     expected,
 )
 from .._fields._self_attention import MultiHeadAttention, SelfAttention
 from .._integrators._sde import default_max_steps, solve_fixed_step_sde
+from .._solve import check_solve_objects
 from .._sphere import project_tangent, tangent, unit_rows
 
 HOMOGENIZED_REGIMES: dict[str, dict] = {
@@ -142,6 +147,7 @@ def _check_common(x0, beta, key, regime, value_mean):
 
 def _solve(x0, t1, coefficients, diffusion, noise, noisy, mu, **options):
     """The SDE (HR) on the driver: ``coefficients(y) = (M, C_ii)``; saved values normalised."""
+    check_solve_objects(None, options.get("solver"), field_optional=True)
     ito = (x0.shape[1] - 1) / (2 * x0.shape[1])
 
     def drift(t, y, args):
@@ -265,9 +271,18 @@ def random_qk_nodes(
         (8, 3, 3)
     """
     key = check_key(key)
-    d = check_int(d, "d", low=2)
+    d = check_size(d, "d", low=2)
     nodes = check_int(nodes, "nodes", low=1)
     k = d if k is None else check_int(k, "k", low=1)
+    check_budget(
+        "nodes",
+        2 * nodes * k * d,
+        MAX_ARRAY_ELEMENTS,
+        what="numbers in the nodes (2 x nodes x k x d)",
+        factors={"nodes": nodes, "k": k, "d": d},
+        hint="a few hundred nodes already average the law of (Q, K) well",
+    )
+    dtype = check_dtype_option(dtype, "dtype")
     dtype = jnp.result_type(float) if dtype is None else dtype
     kq, kk = jr.split(key)
     Q = jr.normal(kq, (nodes, k, d), dtype) / k**0.25
@@ -406,9 +421,9 @@ def homogenized_phase_diagram(
         (2, 1)
     """
     key = check_key(key)
-    n = check_int(n, "n", low=2)
-    d = check_int(d, "d", low=2)
-    realizations = check_int(realizations, "realizations", low=1)
+    n = check_size(n, "n", low=2)
+    d = check_size(d, "d", low=2)
+    realizations = check_size(realizations, "realizations", low=1)
     delta = check_delta(delta)
     value_mean = check_finite_scalar(value_mean, "value_mean")
     dt = check_positive_scalar(dt, "dt", what="step")

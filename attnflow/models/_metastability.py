@@ -502,7 +502,7 @@ def collision_model(theta0: ArrayLike, beta: float) -> list[CollisionEvent]:
         >>> [e.tokens for e in collision_model(np.array([0.0, 0.3, 1.2, 2.0]), 100.0)]
         [[0, 1], [2, 3], [0, 2]]
     """
-    theta = np.mod(np.asarray(theta0, float), 2 * np.pi)
+    theta = np.mod(check_angles(theta0, "theta0", distinct=True), 2 * np.pi)
     n = len(theta)
     order = np.argsort(theta)
     clusters = [{"angle": theta[i], "mass": 1 / n, "tokens": [int(i)]} for i in order]

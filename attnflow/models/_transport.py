@@ -11,17 +11,30 @@ pieces steer. Their theorem covers arbitrary measures, matched up to ε in Wasse
 construction of our own and exact landing; see its docstring for where it departs from GRR24.
 """
 
+import math
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 from jaxtyping import Array, Float, Int
 
-from .._check import as_array, check_dtype, check_finite_scalar, check_int, check_positive_scalar
+from .._check import (
+    as_array,
+    check_budget,
+    check_dtype,
+    check_finite_scalar,
+    check_positive_scalar,
+    check_seed,
+    check_size,
+)
 from .._fields._feedforward import FeedForward, TransformerBlock
 from .._fields._piecewise import PiecewiseConstant
 from .._fields._self_attention import SelfAttention
 from .._solve import solve
+
+# One-neuron pieces of an interpolation: each is a (d, d) layer of the transport field.
+MAX_PIECES = 2**16
 
 __all__ = ["MeasureInterpolation", "interpolate_measures"]
 
@@ -205,7 +218,10 @@ def interpolate_measures(
     step_time = float(check_positive_scalar(step_time, "step_time"))
     max_step = float(check_positive_scalar(max_step, "max_step"))
     min_clearance = float(check_positive_scalar(min_clearance, "min_clearance"))
-    waypoints = check_int(waypoints, "waypoints", low=0)
+    waypoints = check_size(
+        waypoints, "waypoints", low=0, limit=MAX_PIECES, what="random waypoints per atom"
+    )
+    seed = check_seed(seed, "seed")
     dtype = x.dtype
     eye = np.eye(d)
 
@@ -232,6 +248,15 @@ def interpolate_measures(
     # (V, w, a, b) of every piece; the first is attention only, the others one neuron each.
     pieces = [(eye, np.zeros(d), np.zeros(d), 0.0)] if disentangle_time > 0 else []
     remaining = [j for j in range(N * n) if _angle(points[j], targets[j]) > 0]
+    # Each atom needs at least ⌈angle / max_step⌉ one-neuron pieces: refuse an absurd count
+    # before building any.
+    check_budget(
+        "max_step",
+        sum(math.ceil(_angle(points[j], targets[j]) / max_step) for j in remaining),
+        MAX_PIECES,
+        what="one-neuron pieces (at least the angle of each atom's route / max_step)",
+        hint="the default max_step = π/8 is enough; lower it only a little",
+    )
     while remaining:
         deferred = []
         for j in remaining:

@@ -2,7 +2,12 @@
 
 import numpy as np
 
-from .._check import check_bool, check_real_values
+from .._check import (
+    check_bool,
+    check_finite_scalar,
+    check_real_values,
+    check_tokens,
+)
 from ._common import finish, plt
 
 _TAB = plt.get_cmap("tab10")
@@ -70,6 +75,7 @@ def tokens_on_sphere(
     x = np.asarray(check_real_values(x, "x"))
     if x.ndim != 2 or x.shape[1] != 3:
         raise ValueError(f"x: expected tokens on the sphere S², shape (n, 3), got {x.shape}")
+    x = np.asarray(check_tokens(x, "x"))
     if ax is None:
         fig = plt.figure(figsize=(3.4, 3.4))
         ax = fig.add_subplot(projection="3d")
@@ -88,6 +94,7 @@ def tokens_on_sphere(
     )
     ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), xticks=[], yticks=[], zticks=[], title=title)
     ax.set_box_aspect((1, 1, 1), zoom=1.25)
+    elev, azim = check_finite_scalar(elev, "elev"), check_finite_scalar(azim, "azim")
     ax.view_init(elev=elev, azim=azim)
     ax.set_axis_off()
     finish(fig, path)

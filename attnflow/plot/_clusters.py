@@ -4,7 +4,7 @@ dynamic metastability, and Fig. 1-style histograms of pairwise inner products.""
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from .._check import check_bool
+from .._check import check_bool, check_curve, check_real_values
 from ._common import finish, plt
 
 
@@ -103,14 +103,16 @@ def energy_staircase(
         >>> ax.get_xscale()
         'log'
     """
-    ts, energy = np.asarray(ts, float), np.asarray(energy, float)
+    ts, energy, levels = check_curve(ts, "ts", energy=energy, levels=levels)
+    if merge_times is not None:
+        merge_times = np.ravel(check_real_values(merge_times, "merge_times"))
     keep = ts > 0
     fig, ax = plt.subplots(figsize=(6, 3.4)) if ax is None else (ax.figure, ax)
     ax.plot(ts[keep], energy[keep], lw=2, label="energy")
     if levels is not None:
         ax.step(
             ts[keep],
-            np.asarray(levels, float)[keep],
+            levels[keep],
             where="post",
             ls="--",
             color="k",

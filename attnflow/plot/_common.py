@@ -10,7 +10,7 @@ import re
 
 import matplotlib.pyplot as plt
 
-from .._check import check_int
+from .._check import check_curve, check_int
 
 OUTPUT_ENV = "ATTNFLOW_OUT"
 
@@ -62,6 +62,7 @@ def save_figures(name: str, folder=None, *, dpi: int = 120) -> list[pathlib.Path
 
 def clustered_fraction_curve(ts, fractions, *, ax=None, path=None, title=None):
     """Plot the clustered fraction against time; returns the axes."""
+    ts, fractions = check_curve(ts, "ts", fractions=fractions)
     fig, ax = plt.subplots(figsize=(5, 3.2)) if ax is None else (ax.figure, ax)
     ax.plot(ts, fractions, lw=2)
     ax.set(xlabel="t (layers)", ylabel="clustered fraction", ylim=(-0.02, 1.02), title=title)

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import MultiHeadAttention, PiecewiseConstant, SelfAttention
+from .._check import check_positive_scalar
 from ._encoder import Encoder
 
 
@@ -82,6 +83,7 @@ def attention_stack(model, layers=None, *, beta=None, step=1.0) -> PiecewiseCons
         6
     """
     encoder = _encoder(model)
+    step = check_positive_scalar(step, "step", what="time per layer")
     layers = list(range(encoder.config.num_hidden_layers) if layers is None else layers)
     if not layers:
         raise ValueError("layers: expected at least one layer, got none")

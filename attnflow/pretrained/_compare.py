@@ -20,12 +20,16 @@ from .._check import (
     check_beta,
     check_bool,
     check_delta,
+    check_instance,
     check_int,
     check_key,
     check_positive_scalar,
     check_real,
+    check_size,
+    check_tokens,
     check_tolerance,
     expected,
+    is_traced,
 )
 from .._diagnostics import count_clusters, inner_product_histogram
 from .._energy import InteractionEnergy
@@ -34,7 +38,9 @@ from .._solve import solve
 from ..measures._losses import squared_mmd
 from ..measures._mean_field import sliced_wasserstein
 from ._attention import attention_stack
-from ._load import HiddenStates
+from ._load import HiddenStates, PretrainedModel
+
+_MODEL_HINT = "load one with attnflow.pretrained.load_minilm() or attnflow.pretrained.load(path)"
 
 DEFAULT_DELTAS = (0.01, 0.05, 0.1, 0.2)
 
@@ -88,6 +94,9 @@ def _layer_tokens(x, name: str):
         raise ValueError(
             f"{name}: expected unit tokens of shape (layers, n, d), got shape {jnp.shape(x)}"
         )
+    if not is_traced(x):  # eagerly, before the compiled distances (which would name their x, y)
+        layers, n, d = jnp.shape(x)
+        check_tokens(jnp.reshape(x, (layers * n, d)), f"{name} (rows of all layers)")
     return jnp.asarray(x)
 
 
@@ -95,7 +104,7 @@ def _check_statistics_args(deltas, energy_beta, bins):
     """The thresholds δ (a non-empty 1-d sequence, each 0 < δ < 2), β > 0 and the bin count
     of :func:`statistics_of`."""
     energy_beta = float(check_positive_scalar(energy_beta, "energy_beta"))
-    bins = check_int(bins, "bins", low=1)
+    bins = check_size(bins, "bins", low=1)
     deltas = check_real(as_array(deltas, "deltas"), "deltas")
     if jnp.ndim(deltas) != 1 or jnp.size(deltas) == 0 or np.asarray(deltas).dtype.kind not in "iuf":
         expected("deltas", "a non-empty 1-d sequence of thresholds", deltas)
@@ -186,6 +195,7 @@ def layer_statistics(
         >>> stats.mean_cosine.shape  # doctest: +SKIP
         (7,)
     """
+    check_instance(model, "model", PretrainedModel, _MODEL_HINT)
     _check_statistics_args(deltas, energy_beta, bins)  # before the forward pass
     out = model.hidden_states(text, max_length=max_length, pad_to=pad_to, schedule=schedule)
     x, _ = unpadded_unit_states(out)
@@ -246,7 +256,7 @@ def layer_distances(key, sim, real, kappa: float = 1.0, num_projections: int = 2
 
 def _check_distance_args(kappa, num_projections):
     kappa = float(check_beta(kappa, positive=True, name="kappa"))
-    return kappa, check_int(num_projections, "num_projections", low=1)
+    return kappa, check_size(num_projections, "num_projections", low=1)
 
 
 @eqx.filter_jit
@@ -320,6 +330,7 @@ def compare_with_flow(
         >>> cmp.agreement.shape  # doctest: +SKIP
         (7,)
     """
+    check_instance(model, "model", PretrainedModel, _MODEL_HINT)
     if not isinstance(text, str):
         raise ValueError(
             f"text: expected one string (compare one text at a time; loop over a list of "

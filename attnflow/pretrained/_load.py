@@ -12,7 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .._check import check_int
+from .._check import (
+    MAX_STEPS_LIMIT,
+    check_int,
+    check_size,
+    reading_file,
+)
 from .._legacy_access import LegacyItemAccess
 from ._config import EncoderConfig
 from ._encoder import Embeddings, Encoder, EncoderBlock, LayerNorm
@@ -60,7 +65,8 @@ def _read_weights(folder: pathlib.Path) -> dict[str, np.ndarray]:
     safetensors_numpy = _require("safetensors.numpy")
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        with reading_file(index, what="safetensors index"):
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
     elif (folder / "model.safetensors").is_file():
         files = ["model.safetensors"]
     else:
@@ -70,7 +76,8 @@ def _read_weights(folder: pathlib.Path) -> dict[str, np.ndarray]:
         )
     weights = {}
     for name in files:
-        weights.update(safetensors_numpy.load_file(str(folder / name)))
+        with reading_file(folder / name, what="safetensors weights"):
+            weights.update(safetensors_numpy.load_file(str(folder / name)))
     return weights
 
 
@@ -177,12 +184,15 @@ def encoder_from_weights(config: EncoderConfig, weights: dict, dtype=None) -> En
 def _tokenizer(folder: pathlib.Path, config: EncoderConfig):
     tokenizers = _require("tokenizers")
     if (folder / "tokenizer.json").is_file():
-        tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        with reading_file(folder / "tokenizer.json", what="tokenizer"):
+            tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
     elif (folder / "vocab.txt").is_file():
         lowercase = True
         config_file = folder / "tokenizer_config.json"
         if config_file.is_file():
-            lowercase = bool(json.loads(config_file.read_text()).get("do_lower_case", True))
+            with reading_file(config_file, what="tokenizer config"):
+                options = json.loads(config_file.read_text())
+                lowercase = bool(options.get("do_lower_case", True))
         tokenizer = tokenizers.BertWordPieceTokenizer(
             str(folder / "vocab.txt"), lowercase=lowercase
         )
@@ -360,7 +370,8 @@ def load(source, *, dtype=None, revision: str | None = None) -> PretrainedModel:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"source: {folder} has no config.json")
-    config = EncoderConfig.from_file(config_file)
+    with reading_file(config_file, what="model config"):
+        config = EncoderConfig.from_file(config_file)
     encoder = encoder_from_weights(config, _read_weights(folder), dtype)
     return PretrainedModel(encoder, _tokenizer(folder, config), str(source))
 
@@ -384,8 +395,8 @@ def deep_schedule(num_layers: int, depth: int, mode: str = "cycle") -> tuple[int
         >>> deep_schedule(3, 6), deep_schedule(3, 6, "repeat")
         ((0, 1, 2, 0, 1, 2), (0, 0, 1, 1, 2, 2))
     """
-    num_layers = check_int(num_layers, "num_layers", low=1)
-    depth = check_int(depth, "depth", low=1)
+    num_layers = check_size(num_layers, "num_layers", low=1)
+    depth = check_size(depth, "depth", limit=MAX_STEPS_LIMIT, what="layers in the schedule")
     if mode == "cycle":
         return tuple(k % num_layers for k in range(depth))
     if mode == "repeat":

@@ -8,9 +8,10 @@ import math
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, check_int, check_real_values
+from .._check import check_beta, check_real_values, check_size, real_arguments
 
 
+@real_arguments(tau=None)
 def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[Array, "*shape"]:
     """g(τ) = e^{β cos τ} ((d − 1) cos τ − β sin² τ): App. B (d = 2, Fig. 6) and (B.3).
 
@@ -33,7 +34,7 @@ def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[A
 
 
 def _check_dimension(d):
-    return check_int(d, "d", low=2)
+    return check_size(d, "d", low=2)
 
 
 def tau_star(beta: Float[ArrayLike, "*shape"], d: int = 2) -> Float[Array, "*shape"]:
@@ -76,7 +77,7 @@ def strict_saddle_threshold(n: int) -> float:
         >>> [round(af.theory.strict_saddle_threshold(n), 2) for n in (4, 8, 32)]
         [3.46, 19.69, 389.31]
     """
-    n = check_int(n, "n", low=2)
+    n = check_size(n, "n", low=2)
     a = math.pi / (2 * (int(n) - 1))
     return math.cos(a) / math.sin(a) ** 2
 

@@ -16,7 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_delta, check_real_values, check_sa_normalization, is_traced
+from .._check import (
+    check_budget,
+    check_delta,
+    check_real_values,
+    check_sa_normalization,
+    is_traced,
+)
 
 _EULER_GAMMA = 0.57721566490153286061
 
@@ -343,6 +349,8 @@ def wendel(n: int, d: int) -> float:
         (0.5, 0.6875, 1.0)
     """
     n = _check_n(n, minimum=1)
+    # Exact rational arithmetic on 2^(n−1): a million tokens is already far in the asymptotics.
+    check_budget("n", n, 2**20, what="tokens (exact rational arithmetic on 2^(n-1))")
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"d: expected an integer dimension >= 2 (the sphere S^(d-1)), got {d!r}")
     d = int(d)
@@ -406,4 +414,5 @@ def cone_collapse_bound(
     power = _weight_exponent(normalization)
     beta = _check_nonnegative(beta, "beta")
     t = _float_array(t, "t")
+    _float_array(t0, "t0")  # checked; a Python number stays weakly typed
     return 0.5 * jnp.exp(-(t - t0) * jnp.exp(-power * beta) / (2 * n))

@@ -21,7 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_beta, check_int, check_tokens, check_tolerance
+from .._check import (
+    MAX_GRID_POINTS,
+    check_beta,
+    check_int,
+    check_size,
+    check_tokens,
+    check_tolerance,
+)
 
 _PHI = (1 + math.sqrt(5)) / 2
 
@@ -44,8 +51,8 @@ def simplex(n: int, d: int | None = None, dtype=None) -> Float[Array, "n d"]:
         >>> x.shape, round(float(x[0] @ x[1]), 6)
         ((4, 3), -0.333333)
     """
-    n = check_int(n, "n", low=1)
-    d = max(n - 1, 2) if d is None else check_int(d, "d")
+    n = check_size(n, "n", low=1)
+    d = max(n - 1, 2) if d is None else check_size(d, "d", low=None)
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     if n > d + 1:
@@ -71,7 +78,7 @@ def cross_polytope(d: int, dtype=None) -> Float[Array, "n d"]:
         >>> theory.cross_polytope(3).shape
         (6, 3)
     """
-    d = check_int(d, "d")
+    d = check_size(d, "d", low=None)
     if d < 2:
         raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
     eye = np.eye(d)
@@ -86,7 +93,7 @@ def regular_polygon(n: int, dtype=None) -> Float[Array, "n 2"]:
         >>> round(float(theory.regular_polygon(4)[1, 1]), 6)
         1.0
     """
-    n = check_int(n, "n", low=1)
+    n = check_size(n, "n", low=1)
     angles = 2 * np.pi * np.arange(n) / n
     return _as_tokens(np.stack([np.cos(angles), np.sin(angles)], axis=1), dtype)
 
@@ -257,7 +264,7 @@ def _size(name: str, n: int | None, d: int | None) -> tuple[int, int]:
         return fixed
     if name == "simplex":
         n = _require(name, n, "n")
-        d = max(n - 1, 2) if d is None else check_int(d, "d")
+        d = max(n - 1, 2) if d is None else check_size(d, "d", low=None)
         if n > d + 1:
             raise ValueError(
                 f"n: a regular simplex in R^{d} has at most {d + 1} vertices, got n = {n}"
@@ -265,11 +272,11 @@ def _size(name: str, n: int | None, d: int | None) -> tuple[int, int]:
         return n, d
     if name == "cross-polytope":
         d = _require(name, d, "d")
-        if n is not None and check_int(n, "n") != 2 * d:
+        if n is not None and check_size(n, "n", low=None) != 2 * d:
             raise ValueError(f"n: the cross-polytope in R^{d} has n = 2d = {2 * d}, got {n}")
         return 2 * d, d
     n = _require(name, n, "n")
-    if d is not None and check_int(d, "d") != 2:
+    if d is not None and check_size(d, "d", low=None) != 2:
         raise ValueError(f"d: the regular polygon lives on the circle, d = 2, got {d}")
     return n, 2
 
@@ -365,7 +372,7 @@ def inner_product_spectrum(
         >>> [round(float(v), 4) for v in values], mult.tolist()
         ([-1.0, -0.4472, 0.4472], [1.0, 5.0, 5.0])
     """
-    x = check_tokens(x, unit=False)
+    x = check_tokens(x)
     tol = check_tolerance(tol, "tol")
     points = np.asarray(x, dtype=np.float64)
     n = points.shape[0]
@@ -412,8 +419,14 @@ def design_strength(
         >>> theory.design_strength(theory.icosahedron())
         5
     """
-    x = check_tokens(x, unit=False)
-    max_degree = check_int(max_degree, "max_degree", low=1)
+    x = check_tokens(x)
+    max_degree = check_size(
+        max_degree,
+        "max_degree",
+        per_unit=x.shape[0] ** 2,
+        limit=MAX_GRID_POINTS,
+        what="zonal polynomial evaluations (max_degree × n²)",
+    )
     tol = check_tolerance(tol, "tol")
     points = np.asarray(x, dtype=np.float64)
     n, d = points.shape

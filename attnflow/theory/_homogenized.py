@@ -10,7 +10,14 @@ function.
 import equinox as eqx
 import numpy as np
 
-from .._check import MAX_GRID_POINTS, check_beta, check_budget, check_int, check_real_values
+from .._check import (
+    MAX_GRID_POINTS,
+    check_beta,
+    check_budget,
+    check_int,
+    check_real_values,
+    check_size,
+)
 
 
 def _check_dimension(d) -> float:
@@ -46,7 +53,8 @@ def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
     beta = _real(beta, "beta")
     p = 1.0 / (1.0 + np.exp(beta * (1.0 - rho)))
     q = 1.0 - p
-    s2 = float(noise) ** 2
+    s2 = float(_real(noise, "noise", low=0.0)) ** 2  # s >= 0: the noise's standard deviation
+    value_mean = _real(value_mean, "value_mean")
     one_minus = 1.0 - rho**2
     drift = one_minus * (
         s2 * (2 * p * q * (d - 2) - (p * p + q * q) * rho) / d + 2 * value_mean * p
@@ -105,6 +113,7 @@ def homogenized_collapse_probability(beta, d, *, rho0=None, value_mean=0.0, num=
     """
     d = _check_dimension(d)
     beta = float(_real(beta, "beta"))
+    num = check_size(num, "num", low=3, limit=2**24, what="quadrature points")
     mu = float(_real(value_mean, "value_mean"))
     if not mu >= 0:
         raise ValueError(f"value_mean: expected μ >= 0 (the ρ = 1 end stays attracting), got {mu}")
@@ -155,11 +164,15 @@ def attention_concentration(beta, n, *, nodes: int = 80, points: int = 4000) -> 
         0.125
     """
     beta = float(check_beta(beta))
-    n = check_int(n, "n", low=1)  # keys
+    n = check_size(n, "n", low=1)  # keys
     nodes = check_int(nodes, "nodes", low=1)
     points = check_int(points, "points", low=2)
     check_budget(
-        "points", nodes * points, MAX_GRID_POINTS, what="kernel evaluations (nodes × points)"
+        "points",
+        nodes * points,
+        MAX_GRID_POINTS,
+        what="kernel evaluations (nodes × points)",
+        factors={"nodes": nodes, "points": points},
     )
     z, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
@@ -221,8 +234,8 @@ def homogenized_orthogonal_tradeoff(beta, n, d) -> OrthogonalTradeoff:
         (0.724609, 5.714)
     """
     beta = float(check_beta(beta))
-    n = check_int(n, "n", low=2)  # tokens
-    d = float(check_int(d, "d", low=3))  # token dimension d > 2
+    n = check_size(n, "n", low=2)  # tokens
+    d = float(check_size(d, "d", low=3))  # token dimension d > 2
     kappa = attention_concentration(beta, n)
     growth = (d - 2) / (d * n)
     rate = ((d - 2) * (1 - 1 / n) - (d - 1) * kappa) / d

@@ -29,7 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, check_positive_scalar, check_real_values, is_traced
+from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    check_beta,
+    check_budget,
+    check_positive_scalar,
+    check_real_values,
+    is_traced,
+)
 
 
 def _scalar(value, name, *, positive):
@@ -44,6 +51,7 @@ def _check_modes(M, n_max):
     M = _scalar(M, "M", positive=True)
     if isinstance(n_max, bool) or not isinstance(n_max, (int, np.integer)) or n_max < 1:
         raise ValueError(f"n_max: expected an integer number of Fourier modes >= 1, got {n_max!r}")
+    check_budget("n_max", n_max, MAX_ARRAY_ELEMENTS, what="Fourier modes")
     return M, int(n_max)
 
 

@@ -30,7 +30,12 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 
-from .._check import check_positive_scalar, check_real_values, check_tolerance
+from .._check import (
+    check_positive_scalar,
+    check_tolerance,
+    check_unit_rows,
+    real_arguments,
+)
 
 __all__ = [
     "antipodal_energy",
@@ -123,6 +128,7 @@ def maximum_energy(D) -> float:
     return float(max(np.exp(lam[-1]), np.cosh(lam[0])))
 
 
+@real_arguments(lam_min=None)
 def maximizer_switch(lam_min) -> float:
     """The top eigenvalue at which the maximiser switches type: λ_max = log cosh λ_min.
 
@@ -218,7 +224,7 @@ def uniform_potential(D, x):
         1.175201
     """
     D = _symmetric(D)
-    x = np.asarray(check_real_values(x, "x"), dtype=np.float64)
+    x = np.asarray(check_unit_rows(x, "x"), dtype=np.float64)
     if x.shape[-1] != D.shape[0]:
         raise ValueError(f"x: expected points of dimension {D.shape[0]}, got shape {x.shape}")
     return _psi(np.linalg.norm(x @ D, axis=-1), D.shape[0])
@@ -238,7 +244,7 @@ def uniform_wasserstein_gradient(D, x):
         True
     """
     D = _symmetric(D)
-    x = np.asarray(check_real_values(x, "x"), dtype=np.float64)
+    x = np.asarray(check_unit_rows(x, "x"), dtype=np.float64)
     if x.shape[-1] != D.shape[0]:
         raise ValueError(f"x: expected points of dimension {D.shape[0]}, got shape {x.shape}")
     z = x @ D
@@ -249,6 +255,7 @@ def uniform_wasserstein_gradient(D, x):
     return 2 * coef * tangent
 
 
+@real_arguments(d1=None, d2=None, theta=None)
 def rectangle_energy(d1, d2, theta):
     """E of ¼ Σ δ at (±cos θ, ±sin θ) with D = diag(d1, d2): cosh(d1 cos²θ) cosh(d2 sin²θ).
 
@@ -261,6 +268,7 @@ def rectangle_energy(d1, d2, theta):
     return np.cosh(d1 * c2) * np.cosh(d2 * (1 - c2))
 
 
+@real_arguments(d1=None, d2=None)
 def rectangle_critical_angle(d1, d2) -> float:
     """θ* ∈ (0, π/2) where the rectangle (±cos θ, ±sin θ) is critical for D = diag(d1, d2):
 
@@ -329,7 +337,7 @@ def first_order_minimizer_density(x, M, eps, beta: float = 1.0):
     """
     M = _symmetric(M, "M")
     d = M.shape[0]
-    x = np.asarray(check_real_values(x, "x"), dtype=np.float64)
+    x = np.asarray(check_unit_rows(x, "x"), dtype=np.float64)
     if x.shape[-1] != d:
         raise ValueError(f"x: expected points of dimension {d}, got shape {x.shape}")
     quad = np.einsum("...i,ij,...j->...", x, M, x) - np.trace(M) / d

@@ -7,7 +7,17 @@ from typing import Literal
 import numpy as np
 import scipy.special
 
-from .._check import check_beta, check_int, check_positive_scalar, expected
+from .._check import (
+    check_beta,
+    check_budget,
+    check_int,
+    check_positive_scalar,
+    check_size,
+    expected,
+)
+
+# The harmonics whose growth rates are computed: ~√β are needed; a million is far past that.
+MAX_DEGREE = 2**20
 
 
 def two_body_log_time(gap: float, mass: float, beta: float) -> float:
@@ -35,7 +45,7 @@ def two_body_log_time(gap: float, mass: float, beta: float) -> float:
 
 def _check_beta_d(beta, d, normalization):
     beta = float(check_beta(beta, positive=True))
-    d = check_int(d, "d", low=2)  # tokens on S^(d-1)
+    d = check_size(d, "d", low=2)  # tokens on S^(d-1)
     if normalization not in ("n", "softmax"):
         raise ValueError(
             f"normalization: expected 'n' (USA) or 'softmax' (SA), got {normalization!r}"
@@ -59,7 +69,15 @@ def _log_growth_rates(beta, d, normalization, max_degree):
 
 def _default_degree(beta):
     # λ_ℓ ∝ ℓ² e^{−ℓ²/(2β)} for large β: the maximum sits near √(2β).
-    return int(math.ceil(4 * math.sqrt(beta))) + 8
+    degree = math.ceil(4 * math.sqrt(beta)) + 8
+    check_budget(
+        "beta",
+        degree,
+        MAX_DEGREE,
+        what="harmonic degrees (about 4√β are computed)",
+        hint="the maximum sits near √(2β); use a smaller β",
+    )
+    return int(degree)
 
 
 def metastable_growth_rates(
@@ -104,6 +122,7 @@ def metastable_growth_rates(
     if max_degree is None:
         max_degree = _default_degree(beta)
     max_degree = check_int(max_degree, "max_degree", low=1)
+    check_budget("max_degree", max_degree, MAX_DEGREE, what="harmonic degrees")
     rates = np.exp(_log_growth_rates(beta, d, normalization, max_degree))
     return np.concatenate([[0.0], rates])
 

@@ -186,7 +186,7 @@ def staircase_plateaus(theta0: ArrayLike, beta: float) -> StaircasePlateaus:
         [4.074, 7.006, 8.644]
     """
     beta = check_beta_above_one(beta)
-    theta = check_angles(theta0, "theta0").astype(float)
+    theta = check_angles(theta0, "theta0", distinct=True).astype(float)
     n = len(theta)
     radius = collision_radius(beta)
     angle = {i: float(theta[i]) for i in range(n)}
