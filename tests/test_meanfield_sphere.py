@@ -3,6 +3,7 @@ spherical harmonics and Bessel functions, Gauss–Legendre quadrature of the Fun
 finite differences, closed-form fields, attnflow's particle field on weighted nodes, the
 metastability growth rates of attnflow.theory, and the energy by double quadrature."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -275,7 +276,7 @@ def test_solve_density_growth_rates_and_gradient_in_beta():
     c0 = jnp.zeros(grid.size).at[0].set(1.0)
     c0 = c0.at[_index(2, 1)].set(eps).at[_index(3, 1)].set(eps)
 
-    def solve(beta):
+    def solve(beta, c0=c0):
         return mf.solve_density(
             grid, c0, t1, beta=beta, normalization="n", ts=[0.0, t1], rtol=1e-10, atol=1e-14
         )
@@ -293,6 +294,11 @@ def test_solve_density_growth_rates_and_gradient_in_beta():
         finite.append(float(sol.coefficients[1, _index(2, 1)]))
     grad = jax.grad(lambda beta: solve(beta).coefficients[1, _index(2, 1)])(4.0)
     np.testing.assert_allclose(float(grad), (finite[1] - finite[0]) / (2 * h), rtol=1e-6)
+    # A state that stops being resolved, under jax.grad outside jit (the same compiled solve):
+    # the resolution error (eqx.error_if), not a ConcretizationTypeError from reading a tracer.
+    sharp = c0.at[_index(2, 1)].set(0.15).at[_index(3, 1)].set(0.15)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="no longer resolved.*sol.modes_needed"):
+        jax.grad(lambda beta: solve(beta, sharp).coefficients[1, _index(2, 1)])(4.0)
 
 
 def test_float32_follows_float64():
