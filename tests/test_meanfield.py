@@ -324,3 +324,12 @@ def test_bad_inputs_get_clear_errors():
         mf.solve_density(grid, good, 1.0, beta=1.0, normalization="sum")
     with pytest.raises(ValueError, match="grid: expected an attnflow.meanfield grid"):
         mf.solve_density("circle", good, 1.0, beta=1.0)
+    with pytest.raises(ValueError, match="grid: expected an attnflow.meanfield grid"):
+        mf.spectral_tail("circle", good)
+    x = af.random_tokens(jr.key(0), 8, 3)
+    with pytest.raises(ValueError, match=r"x: expected particles in R\^2"):
+        mf.density_sliced_wasserstein(jr.key(1), grid, good, x)
+    with pytest.raises(ValueError, match="weights: expected finite non-negative weights"):
+        mf.density_sliced_wasserstein(
+            jr.key(1), grid, good, af.random_tokens(jr.key(0), 8, 2), weights=-jnp.ones(8)
+        )
