@@ -338,8 +338,14 @@ def solve_density(
     with ``throw=True`` an error says when, and how many modes the state needs (estimated from
     the decay of the spectrum); with ``throw=False`` the result is flagged
     (``resolved = False``, ``t_stop``, ``modes_needed``). The solver never returns a ringing
-    density as if it were resolved. The mass ∫ρ dσ is conserved to rounding (the divergence
-    and the Laplacian have no degree-0 part).
+    density as if it were resolved (under ``jax.jit``/``jax.grad`` the error comes from
+    ``eqx.error_if`` with a fixed message; ``throw=False`` gives the numbers there too). The mass
+    ∫ρ dσ is conserved to rounding (the divergence and the Laplacian have no degree-0 part).
+
+    **Compiled once** per grid, shapes, dtype, ``normalization``, solver, adjoint,
+    ``max_steps`` and noise-or-not: β, λ, κ, ``density0``, the times and every tolerance are
+    traced arguments, so a new value of any of them reuses the compiled solve (the inputs are
+    checked before it, in Python).
 
     Args:
         grid: the spectral grid (:class:`CircleGrid`, or the S² grid).
