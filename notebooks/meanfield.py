@@ -46,12 +46,12 @@ sol = mf.solve_density(
     grid.from_values(jnp.asarray(rho0)),
     1.0,
     beta=BETA,
-    ts=[0.0, 1.0],
+    ts=[0.0, 0.5, 1.0],
     rtol=1e-11,
     atol=1e-16,
 )
 amplitude = np.hypot(sol.coefficients[:, 1 : K + 1], sol.coefficients[:, K + 1 :])
-fitted = np.log(amplitude[1] / amplitude[0])
+fitted = np.log(amplitude[-1] / amplitude[0])
 theory = th.metastable_growth_rates(BETA, normalization="softmax", max_degree=K)[1:]
 rate_error = float(np.max(np.abs(fitted - theory)) / theory.max())
 for k in range(1, 9):

@@ -46,6 +46,7 @@ from hypothesis import HealthCheck, given, settings
 
 import attnflow as af
 import attnflow.landscape as landscape
+import attnflow.meanfield as meanfield
 import attnflow.measures as measures
 import attnflow.models as models
 import attnflow.plot as afplot
@@ -60,6 +61,7 @@ NAMESPACES = {
     "attnflow.measures": measures,
     "attnflow.plot": afplot,
     "attnflow.pretrained": afpretrained,
+    "attnflow.meanfield": meanfield,
 }
 
 X = af.random_tokens(jr.key(0), 4, 3)
@@ -258,6 +260,27 @@ RECIPES = {
     "attnflow.measures.von_mises_fisher_mixture": dict(
         key=jr.key(0), means=jnp.eye(3)[:2], kappas=jnp.array([1.0, 2.0]), n=4
     ),
+    # meanfield: the uniform density on a small grid (S² where the tokens X of R³ go with it).
+    "attnflow.meanfield.CircleGrid": dict(modes=8),
+    "attnflow.meanfield.SphereGrid": dict(degree=4),
+    "attnflow.meanfield.spectral_tail": dict(
+        grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0)
+    ),
+    "attnflow.meanfield.solve_density": dict(
+        grid=meanfield.CircleGrid(8), density0=jnp.zeros(17).at[0].set(1.0), t1=1.0, beta=1.0
+    ),
+    "attnflow.meanfield.density_energy": dict(
+        grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0), beta=1.0
+    ),
+    "attnflow.meanfield.sample_density": dict(
+        key=jr.key(0), grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0), n=4
+    ),
+    "attnflow.meanfield.density_from_particles": dict(
+        grid=meanfield.SphereGrid(4), x=X, bandwidth=1.0
+    ),
+    "attnflow.meanfield.density_sliced_wasserstein": dict(
+        key=jr.key(0), grid=meanfield.SphereGrid(4), coefficients=jnp.zeros(25).at[0].set(1.0), x=X
+    ),
 }
 
 # Left out, with the reason.
@@ -339,6 +362,7 @@ RESULT_TYPES = {
     "PhaseDiagramResult",
     "StationaryBranches",
     "StationaryState",
+    "DensitySolution",
 }
 
 

@@ -152,24 +152,64 @@ def test_resolution_error_says_how_many_modes():
     assert float(unchecked.spectral_tail[1]) > 1e-3
 
 
+def _loss(beta, c0):
+    sol = mf.solve_density(K16, c0, 0.7, beta=beta, rtol=1e-12, atol=1e-14)
+    c = sol.coefficients[-1]
+    return c[1] ** 2 + c[2] + 0.5 * c[17]
+
+
+# One compiled program (the solve and its gradient) for the gradient and the finite differences.
+_value_and_grad = jax.jit(jax.value_and_grad(_loss, argnums=(0, 1)))
+
+
 def test_gradients_match_finite_differences():
     K = 16
     c0 = _vm_coefficients(K, 1.0)
     direction = jnp.zeros(2 * K + 1).at[2].set(0.3).at[K + 1].set(0.2)
-
-    @jax.jit
-    def loss(beta, c0):
-        sol = mf.solve_density(K16, c0, 0.7, beta=beta, rtol=1e-12, atol=1e-14)
-        c = sol.coefficients[-1]
-        return c[1] ** 2 + c[2] + 0.5 * c[K + 1]
-
     beta = 2.0
-    d_beta, d_c0 = jax.grad(loss, argnums=(0, 1))(beta, c0)
+
+    def loss(beta, c0):
+        return _value_and_grad(beta, c0)[0]
+
+    _, (d_beta, d_c0) = _value_and_grad(beta, c0)
     h = 1e-5
     fd_beta = (loss(beta + h, c0) - loss(beta - h, c0)) / (2 * h)
     fd_c0 = (loss(beta, c0 + h * direction) - loss(beta, c0 - h * direction)) / (2 * h)
     assert float(d_beta) == pytest.approx(float(fd_beta), rel=1e-7)
     assert float(d_c0 @ direction) == pytest.approx(float(fd_c0), rel=1e-7)
+    # An unresolved state under jax.jit(jax.grad): the resolution error (eqx.error_if), not a
+    # ConcretizationTypeError from reading traced numbers (eager jax.grad: the S² solver test).
+    # Inside jax.jit, JAX wraps equinox's error in its own runtime error: the message stays.
+    sharp = K16.from_values(1 + 0.3 * jnp.cos(3 * K16.angles()))
+    with pytest.raises(Exception, match="no longer resolved by the grid") as info:
+        jax.block_until_ready(_value_and_grad(8.0, sharp))  # errors surface on the result
+    assert "sol.modes_needed" in str(info.value)
+    assert not isinstance(info.value, jax.errors.ConcretizationTypeError)
+    # (The eager message, with the numbers: test_resolution_error_says_how_many_modes.)
+
+
+def test_solve_compiles_once_per_grid_and_shapes():
+    # A new β, λ, initial density, horizon or tolerance (resolution_tol too) reuses the compiled
+    # solve: one trace of the jitted core over these calls (a grid size no other test uses).
+    from attnflow.meanfield import _solve
+
+    grid = mf.CircleGrid(5)
+    theta = grid.angles()
+    before = _solve._CORE_TRACES
+    first = mf.solve_density(
+        grid, grid.from_values(1 + 0.2 * jnp.cos(theta)), 0.3, beta=1.0, resolution_tol=0.1
+    )
+    second = mf.solve_density(
+        mf.CircleGrid(5),
+        np.asarray(grid.from_values(1 + 0.1 * jnp.sin(2 * theta))),
+        0.5,
+        beta=jnp.asarray(2.5),
+        value_scale=0.5,
+        rtol=1e-8,
+        resolution_tol=0.2,
+    )
+    assert _solve._CORE_TRACES - before == 1
+    assert bool(first.resolved) and bool(second.resolved)
 
 
 def test_energy_closed_form_and_usa_ascent_identity():
@@ -286,3 +326,12 @@ def test_bad_inputs_get_clear_errors():
         mf.solve_density(grid, good, 1.0, beta=1.0, normalization="sum")
     with pytest.raises(ValueError, match="grid: expected an attnflow.meanfield grid"):
         mf.solve_density("circle", good, 1.0, beta=1.0)
+    with pytest.raises(ValueError, match="grid: expected an attnflow.meanfield grid"):
+        mf.spectral_tail("circle", good)
+    x = af.random_tokens(jr.key(0), 8, 3)
+    with pytest.raises(ValueError, match=r"x: expected particles in R\^2"):
+        mf.density_sliced_wasserstein(jr.key(1), grid, good, x)
+    with pytest.raises(ValueError, match="weights: expected finite non-negative weights"):
+        mf.density_sliced_wasserstein(
+            jr.key(1), grid, good, af.random_tokens(jr.key(0), 8, 2), weights=-jnp.ones(8)
+        )

@@ -3,6 +3,7 @@ spherical harmonics and Bessel functions, Gauss–Legendre quadrature of the Fun
 finite differences, closed-form fields, attnflow's particle field on weighted nodes, the
 metastability growth rates of attnflow.theory, and the energy by double quadrature."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -275,24 +276,35 @@ def test_solve_density_growth_rates_and_gradient_in_beta():
     c0 = jnp.zeros(grid.size).at[0].set(1.0)
     c0 = c0.at[_index(2, 1)].set(eps).at[_index(3, 1)].set(eps)
 
-    def solve(beta):
+    def solve(beta, c0=c0):
         return mf.solve_density(
             grid, c0, t1, beta=beta, normalization="n", ts=[0.0, t1], rtol=1e-10, atol=1e-14
         )
 
+    def c21(beta, c0=c0):
+        sol = solve(beta, c0)
+        return sol.coefficients[1, _index(2, 1)], (sol.coefficients, sol.mass, sol.resolved)
+
+    # One compiled program (the solve and its gradient) serves every call below.
+    value_and_grad = jax.value_and_grad(c21, has_aux=True)
     h = 1e-4
     finite = []
     for beta in (4.0 - h, 4.0 + h):
-        sol = solve(beta)
-        assert bool(sol.resolved)
-        np.testing.assert_allclose(np.asarray(sol.mass), 1.0, atol=1e-14)
+        (value, (coefficients, mass, resolved)), _ = value_and_grad(beta)
+        assert bool(resolved)
+        np.testing.assert_allclose(np.asarray(mass), 1.0, atol=1e-14)
         rates = th.metastable_growth_rates(beta, 3, max_degree=3)
         for ell in (2, 3):
-            fitted = np.log(float(sol.coefficients[1, _index(ell, 1)]) / eps) / t1
+            fitted = np.log(float(coefficients[1, _index(ell, 1)]) / eps) / t1
             np.testing.assert_allclose(fitted, rates[ell], rtol=1e-5)
-        finite.append(float(sol.coefficients[1, _index(2, 1)]))
-    grad = jax.grad(lambda beta: solve(beta).coefficients[1, _index(2, 1)])(4.0)
+        finite.append(float(value))
+    _, grad = value_and_grad(4.0)
     np.testing.assert_allclose(float(grad), (finite[1] - finite[0]) / (2 * h), rtol=1e-6)
+    # A state that stops being resolved, under jax.grad outside jit (the same compiled solve):
+    # the resolution error (eqx.error_if), not a ConcretizationTypeError from reading a tracer.
+    sharp = c0.at[_index(2, 1)].set(0.15).at[_index(3, 1)].set(0.15)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="no longer resolved.*sol.modes_needed"):
+        jax.block_until_ready(value_and_grad(4.0, sharp))  # errors surface on the result
 
 
 def test_float32_follows_float64():

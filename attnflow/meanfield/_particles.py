@@ -220,6 +220,9 @@ def density_sliced_wasserstein(
     grid = _check_grid(grid)
     coefficients = _density(grid, coefficients)
     x = check_tokens(x, "x")
+    if x.shape[1] != grid.dimension:
+        expected("x", f"particles in R^{grid.dimension} (the grid's sphere)", f"= shape {x.shape}")
+    weights = check_measure(weights, x.shape[0])
     mass = grid.quadrature_weights() * jnp.maximum(grid.to_values(coefficients), 0)
     return sliced_wasserstein(
         key,

@@ -30,7 +30,7 @@ from .._check import (
     expected,
     is_traced,
 )
-from .._solve import _check_solution, _check_solve_arguments
+from .._solve import _check_solution, _check_solve_arguments, _scalar_array
 from ._grid import AbstractDensityGrid
 
 # ---------------------------------------------------------------------------------------------
@@ -57,6 +57,8 @@ def spectral_tail(grid: AbstractDensityGrid, coefficients: Array) -> Float[Array
         >>> round(float(mf.spectral_tail(grid, c)), 8)
         0.00070711
     """
+    if not isinstance(grid, AbstractDensityGrid):
+        expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
     L = grid.max_degree()
     top = _norm2(grid, _band(grid, coefficients, 0.75 * L))
     return jnp.sqrt(top / _norm2(grid, coefficients))
@@ -100,16 +102,6 @@ class _Unresolved(eqx.Module):
 
     def __call__(self, t, y, args, **kwargs):
         return _unresolved(self.grid, y, self.tol)
-
-
-@eqx.filter_jit
-def _diagnostics(grid, coefficients):
-    def one(c):
-        values = grid.to_values(c)
-        weights = grid.quadrature_weights().astype(values.dtype)
-        return jnp.sum(weights * values), jnp.min(values), spectral_tail(grid, c)
-
-    return jax.vmap(one)(coefficients)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,8 +338,14 @@ def solve_density(
     with ``throw=True`` an error says when, and how many modes the state needs (estimated from
     the decay of the spectrum); with ``throw=False`` the result is flagged
     (``resolved = False``, ``t_stop``, ``modes_needed``). The solver never returns a ringing
-    density as if it were resolved. The mass ∫ρ dσ is conserved to rounding (the divergence
-    and the Laplacian have no degree-0 part).
+    density as if it were resolved (under ``jax.jit``/``jax.grad`` the error comes from
+    ``eqx.error_if`` with a fixed message; ``throw=False`` gives the numbers there too). The mass
+    ∫ρ dσ is conserved to rounding (the divergence and the Laplacian have no degree-0 part).
+
+    **Compiled once** per grid, shapes, dtype, ``normalization``, solver, adjoint,
+    ``max_steps`` and noise-or-not: β, λ, κ, ``density0``, the times and every tolerance are
+    traced arguments, so a new value of any of them reuses the compiled solve (the inputs are
+    checked before it, in Python).
 
     Args:
         grid: the spectral grid (:class:`CircleGrid`, or the S² grid).
@@ -409,21 +407,92 @@ def solve_density(
         t0, t1, rtol, atol, max_steps, dt0, dtype
     )
 
-    transport = _Transport(
-        grid, jnp.asarray(beta, dtype), jnp.asarray(value_scale, dtype), normalization
-    )
-    diffusion = None
-    if kappa is not None:
-        diffusion = _Diffusion(grid.laplacian().astype(dtype), 1 / jnp.asarray(kappa, dtype))
+    if ts is not None:
+        ts = check_save_times(jnp.asarray(as_array(ts, "ts"), dtype), t0, t1)
     if solver is None:
-        if diffusion is None:
-            solver = diffrax.Tsit5()
-        else:
-            # The implicit part is linear and its Newton matrix exact, so the first chord step
-            # solves the stage; tight root tolerances would only make the convergence test read
-            # the rounding of the second step as divergence (measured: 58% of steps rejected).
-            root_finder = diffrax.VeryChord(rtol=1e-3, atol=1e-6, linear_solver=_DiagonalJacobian())
-            solver = diffrax.KenCarp4(root_finder=root_finder)
+        solver = _default_solver(kappa is not None)
+    elif not isinstance(solver, diffrax.AbstractSolver):
+        expected("solver", "a diffrax solver (e.g. diffrax.Tsit5())", solver)
+    if adjoint is not None and not isinstance(adjoint, diffrax.AbstractAdjoint):
+        expected(
+            "adjoint", "a diffrax adjoint (e.g. diffrax.RecursiveCheckpointAdjoint())", adjoint
+        )
+    beta = _scalar_array(beta, dtype)
+    value_scale = _scalar_array(value_scale, dtype)
+    inverse_kappa = None if kappa is None else _scalar_array(1 / kappa, dtype)
+    # One compiled program per (grid, shapes, dtype, normalization, solver, adjoint, max_steps,
+    # noise or not): β, λ, κ, the density, the times and all tolerances (resolution_tol too)
+    # are traced arguments, so a new value of any of them reuses it.
+    out, final_tail, final_min = _solve_core(
+        grid,
+        density0,
+        beta,
+        value_scale,
+        inverse_kappa,
+        t0,
+        t1,
+        ts,
+        rtol,
+        atol,
+        dt0,
+        _scalar_array(resolution_tol, dtype),
+        normalization=normalization,
+        solver=solver,
+        adjoint=adjoint,
+        max_steps=max_steps,
+    )
+    if throw:
+        field = _Both(
+            _Transport(grid, beta, value_scale, normalization),
+            None
+            if inverse_kappa is None
+            else _Diffusion(grid.laplacian().astype(dtype), inverse_kappa),
+        )
+        out = _check_solution(out, field, t0, density0, None, max_steps, t1_value)
+        out = _raise_if_unresolved(out, final_tail, final_min, resolution_tol)
+    return out
+
+
+_CORE_TRACES = 0  # how many times _solve_core was traced (compiled): read by the tests
+
+
+def _default_solver(noisy: bool):
+    if not noisy:
+        return diffrax.Tsit5()
+    # The implicit part is linear and its Newton matrix exact, so the first chord step solves
+    # the stage; tight root tolerances would only make the convergence test read the rounding
+    # of the second step as divergence (measured: 58% of steps rejected).
+    root_finder = diffrax.VeryChord(rtol=1e-3, atol=1e-6, linear_solver=_DiagonalJacobian())
+    return diffrax.KenCarp4(root_finder=root_finder)
+
+
+@eqx.filter_jit
+def _solve_core(
+    grid,
+    density0,
+    beta,
+    value_scale,
+    inverse_kappa,
+    t0,
+    t1,
+    ts,
+    rtol,
+    atol,
+    dt0,
+    tol,
+    *,
+    normalization,
+    solver,
+    adjoint,
+    max_steps,
+):
+    global _CORE_TRACES
+    _CORE_TRACES += 1
+    dtype = density0.dtype
+    transport = _Transport(grid, beta, value_scale, normalization)
+    diffusion = None
+    if inverse_kappa is not None:
+        diffusion = _Diffusion(grid.laplacian().astype(dtype), inverse_kappa)
     if _imex(solver):
         if diffusion is None:
             diffusion = _Diffusion(jnp.zeros_like(density0), jnp.zeros((), dtype))
@@ -433,9 +502,7 @@ def solve_density(
     if ts is None:
         saveat = diffrax.SaveAt(t1=True)
     else:
-        ts = check_save_times(jnp.asarray(as_array(ts, "ts"), dtype), t0, t1)
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
-
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
     sol = diffrax.diffeqsolve(
         terms,
@@ -447,23 +514,25 @@ def solve_density(
         saveat=saveat,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,
-        event=diffrax.Event(_Unresolved(grid, jnp.asarray(resolution_tol, dtype))),
+        event=diffrax.Event(_Unresolved(grid, tol)),
         throw=False,
         **kwargs,
     )
-    if throw:
-        sol = _check_solution(
-            sol, _Both(transport, diffusion), t0, density0, None, max_steps, t1_value
-        )
     if ts is None:
         saved_ts, saved, t_stop, final = sol.ts, sol.ys, sol.ts[-1], sol.ys[-1]
     else:
         (saved_ts, t_stop), (saved, final) = sol.ts, sol.ys
         t_stop, final = t_stop[-1], final[-1]
     stopped = sol.result == diffrax.RESULTS.event_occurred
-    needed = jnp.where(stopped, _modes_needed(grid, final, resolution_tol), grid.max_degree())
+    needed = jnp.where(stopped, _modes_needed(grid, final, tol), grid.max_degree())
 
-    mass, min_density, tail = _diagnostics(grid, saved)
+    def one(c):
+        values = grid.to_values(c)
+        weights = grid.quadrature_weights().astype(values.dtype)
+        return jnp.sum(weights * values), jnp.min(values), spectral_tail(grid, c)
+
+    mass, min_density, tail = jax.vmap(one)(saved)
+    _, final_min, final_tail = one(final)
     out = DensitySolution(
         ts=saved_ts,
         coefficients=saved,
@@ -477,31 +546,33 @@ def solve_density(
         result=sol.result,
         stats=sol.stats,
     )
-    if throw:
-        out = _raise_if_unresolved(out, final, resolution_tol)
-    return out
+    return out, final_tail, final_min
 
 
-def _raise_if_unresolved(out, final, tol):
+def _concrete(value):
+    """A Python number for a concrete value, None for a traced one (under jit or grad)."""
+    return None if is_traced(value) else value.item()
+
+
+def _raise_if_unresolved(out, final_tail, final_min, tol):
+    """Raise when the solve stopped on an unresolved state: eagerly with the numbers (when,
+    the tail, min ρ, the modes needed); under tracing with ``eqx.error_if`` and a message that
+    says where to read them."""
     stopped = out.result == diffrax.RESULTS.event_occurred
-    grid = out.grid
-    if is_traced(stopped):
-        message = (
-            "solve_density: the density stopped being resolved by the grid's modes before t1 "
-            "(spectral tail or negative values beyond resolution_tol); rerun with throw=False "
-            "and read sol.t_stop and sol.modes_needed, or use more modes"
-        )
-        return eqx.error_if(out, stopped, message)
-    if bool(stopped):
-        values = grid.to_values(final)
-        raise eqx.EquinoxRuntimeError(
-            _unresolved_message(
-                float(out.t_stop),
-                float(spectral_tail(grid, final)),
-                float(jnp.min(values)),
-                int(out.modes_needed),
-                grid.max_degree(),
-                tol,
-            )
-        )
-    return out
+    L = out.grid.max_degree()
+    values = [_concrete(v) for v in (stopped, out.t_stop, final_tail, final_min, out.modes_needed)]
+    if all(v is not None for v in values):
+        if values[0]:
+            raise eqx.EquinoxRuntimeError(_unresolved_message(*values[1:], L, tol))
+        return out
+    # Under jax.jit / jax.grad the numbers are not known when the program is built: the message
+    # is fixed, and points to the flagged result.
+    message = (
+        f"solve_density: the density is no longer resolved by the grid before t1: spectral tail "
+        f"‖P_(>3L/4) ρ‖/‖ρ‖ or negative values beyond resolution_tol = {tol:g}; it needs more "
+        f"than the grid's L = {L} (how many is estimated in sol.modes_needed, which cannot be "
+        "printed under jax.jit/jax.grad: rerun with throw=False and read sol.t_stop and "
+        "sol.modes_needed, or call solve_density outside the transformation for the full "
+        "message). Rerun with more modes"
+    )
+    return eqx.error_if(out, stopped, message)
