@@ -476,13 +476,13 @@ def phase_diagram(
     **Device layout.** Each compiled call integrates chunk_size × beta_block systems as a
     queue over ``slots`` lanes (a finished system's lane takes the next one); calls are spread
     over ``jax.local_devices()`` (set ``jax_num_cpu_devices`` before JAX starts to use every
-    CPU core). ``backend`` picks the preset (:mod:`attnflow._phase._settings`): ``"cpu"``
+    CPU core). ``backend`` (or ``layout=DeviceLayout(backend=...)``) picks the preset: ``"cpu"``
     (256 × 8 systems per call, 128 in flight, counts summed on the host after each call) or
     ``"accelerator"`` (1024 × 32 per call, 16384 in flight, counts summed on the device);
     None reads ``jax.default_backend()``. ``chunk_size``, ``beta_block`` and ``slots`` override
     the preset. Results are deterministic given ``key`` and do not depend on the layout
-    (bitwise in float64; in float32 to rounding, see the module docstring of
-    ``attnflow._phase``).
+    (bitwise in float64; in float32 XLA may round a batched product differently for another
+    batch shape, which moves P by at most one realisation's merge: docs/benchmarks.md).
 
     Args:
         key: PRNG key.
