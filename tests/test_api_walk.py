@@ -699,30 +699,9 @@ def _outcome(obj, params, kwargs, name):
 
 # Failures accepted for now, with the reason; keyed by (callable, argument, family). Only the
 # modules another change owns; the walk fails on any other. (A by-design exception is a rule with
-# its reason, such as REAL_COUNTS or OFF_SPHERE_POINTS, not an entry here.)
-_REFACTOR = (
-    "lives in a module another change is refactoring (attnflow/_layers.py, _pure.py, "
-    "_feedforward.py, _normalization_schemes.py); the fix is the same helper of _check.py "
-    "(check_field_callable, check_size, check_matrix's conversion) and lands with that change"
-)
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("attnflow.AttentionSublayer", "attention", "class for instance"): _REFACTOR,
-    ("attnflow.FeedForward", "a", "list for array"): _REFACTOR,
-    ("attnflow.FeedForward", "b", "list for array"): _REFACTOR,
-    ("attnflow.FeedForward", "w", "list for array"): _REFACTOR,
-    ("attnflow.iterate_layers", "num_layers", "absurd size"): _REFACTOR,
-    ("attnflow.layers", "field", "class for instance"): _REFACTOR,
-    ("attnflow.layers", "field", "string for object"): _REFACTOR,
-    ("attnflow.layers", "num_layers", "absurd size"): _REFACTOR,
-    ("attnflow.lie_trotter_layers", "attention", "class for instance"): _REFACTOR,
-    ("attnflow.lie_trotter_layers", "attention", "string for object"): _REFACTOR,
-    ("attnflow.lie_trotter_layers", "num_layers", "absurd size"): _REFACTOR,
-    ("attnflow.rescale", "V", "list for array"): _REFACTOR,
-    ("attnflow.unrescale", "V", "list for array"): _REFACTOR,
-    ("attnflow.residual_layers", "field", "class for instance"): _REFACTOR,
-    ("attnflow.residual_layers", "field", "string for object"): _REFACTOR,
-    ("attnflow.residual_layers", "num_layers", "absurd size"): _REFACTOR,
-}
+# its reason, such as REAL_COUNTS or OFF_SPHERE_POINTS, not an entry here.) Empty: the 16 entries
+# of the layer-loop refactor (attnflow/_layers/, _pure.py, _feedforward.py) are fixed.
+KNOWN: dict[tuple[str, str, str], str] = {}
 RUN_KNOWN = os.environ.get("ATTNFLOW_WALK_KNOWN") == "1"
 
 

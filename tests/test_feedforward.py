@@ -130,3 +130,27 @@ def test_bad_inputs():
         af.lie_trotter_layers(
             af.SelfAttention(1.0), af.FeedForward(w, a, b), 2 * jnp.asarray(x), 2, 0.1
         )
+
+
+def test_lists_are_read_as_their_arrays():
+    """Issue 35: FeedForward(w.tolist(), a.tolist(), b.tolist()) is the formula's field."""
+    w, a, b, _, x = _weights(3)
+    got = af.FeedForward(w.tolist(), a.tolist(), b.tolist(), jnp.tanh)(0.0, jnp.asarray(x))
+    want = _tangent(x, np.tanh(x @ a.T + b) @ w.T)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_lie_trotter_layers_refuses_classes_and_names():
+    w, a, b, _, x = _weights()
+    ff = af.FeedForward(w, a, b)
+    x = jnp.asarray(x)
+    with pytest.raises(ValueError, match="attention: expected a vector field .* the class"):
+        af.lie_trotter_layers(af.SelfAttention, ff, x, 2, 0.1)
+    with pytest.raises(ValueError, match="attention: expected a vector field"):
+        af.lie_trotter_layers("softmax", ff, x, 2, 0.1)
+    with pytest.raises(ValueError, match="feedforward: expected a vector field .* the class"):
+        af.lie_trotter_layers(af.SelfAttention(1.0), af.FeedForward, x, 2, 0.1)
+    with pytest.raises(ValueError, match=r"field\[1\]: expected a vector field"):
+        af.layers((af.SelfAttention(1.0), "mlp"), x, 2, 0.1, scheme="Lie-Trotter")
+    with pytest.raises(ValueError, match="num_layers: expected a request of at most"):
+        af.lie_trotter_layers(af.SelfAttention(1.0), ff, x, 10**12, 0.1)

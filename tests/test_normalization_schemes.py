@@ -170,6 +170,23 @@ def test_bad_inputs():
         af.PreLN().layers(SUBLAYER, x0.at[0, 0].set(jnp.nan), 1, 0.1)
     with pytest.raises(ValueError, match="num_layers"):
         af.PreLN().layers(SUBLAYER, x0, -1, 0.1)
+    # A zero row of the stream is refused up front, named as the caller's argument (it used to
+    # surface inside the scan as "x: a zero row"); the residual scheme never normalises it.
+    zero = x0.at[1].set(0.0)
+    for scheme in (af.PreLN(), af.PeriLN(), af.MixLN(), af.SqrtScaling()):
+        with pytest.raises(ValueError, match="z0: row 1 is zero"):
+            scheme.layers(SUBLAYER, zero, 1, 0.1)
+        with pytest.raises(ValueError, match="z0: row 1 is zero"):
+            scheme.solve(SUBLAYER, zero, 0.1)
+    for name in ("pre-LN", "peri-LN", "Mix-LN", "sqrt-scaling"):
+        with pytest.raises(ValueError, match="x0: row 1 is zero"):
+            af.layers(af.SelfAttention(1.0), zero, 1, 0.1, scheme=name)
+    same = af.ResidualOnly().layers(lambda t, z, args: z, zero, 1, 0.1)
+    assert bool(jnp.all(same[:, 1] == 0))
+    with pytest.raises(ValueError, match="attention: expected .* the class SelfAttention"):
+        af.AttentionSublayer(af.SelfAttention)
+    with pytest.raises(ValueError, match="num_layers: expected a request of at most"):
+        af.PreLN().layers(SUBLAYER, x0, 10**12, 0.1)
     # The off-sphere schemes integrate the residual stream with solve's own checks: a NaN
     # horizon or a negative tolerance used to return z0 with a "successful" result.
     for scheme in (af.PreLN(), af.PeriLN()):

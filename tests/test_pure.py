@@ -114,3 +114,34 @@ def test_bad_inputs():
         af.residual_layers(af.PureSelfAttention(1.0), jnp.ones((2, 3)), -1, 0.1)
     with pytest.raises(ValueError, match="x0: tokens contain NaN"):
         af.residual_layers(af.PureSelfAttention(1.0), jnp.full((2, 3), jnp.nan), 1, 0.1)
+
+
+def test_lists_are_read_as_their_arrays():
+    """Issue 35: F(0.0, x.tolist()) and a list V give the array call's result, and the
+    formula's (attention_numpy) for the pure field."""
+    Q, K, V, x = _weights(7)
+    pure = af.PureSelfAttention(1.1, Q, K, V)
+    np.testing.assert_allclose(
+        pure(0.0, x.tolist()), _pure_numpy(x, 1.1, Q, K, V), rtol=1e-12, atol=1e-12
+    )
+    rescaled = af.RescaledSelfAttention(1.1, Q, K, V)
+    assert np.array_equal(rescaled(0.3, x.tolist()), rescaled(0.3, jnp.asarray(x)))
+    assert np.array_equal(
+        rescaled.attention_matrix(0.3, x.tolist()), rescaled.attention_matrix(0.3, jnp.asarray(x))
+    )
+    np.testing.assert_allclose(
+        af.rescale(x, 0.4, V.tolist()), x @ scipy.linalg.expm(-0.4 * V).T, rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        af.unrescale(x, 0.4, V.tolist()), x @ scipy.linalg.expm(0.4 * V).T, rtol=1e-12
+    )
+
+
+def test_residual_layers_refuses_a_class_a_string_and_an_absurd_depth():
+    x0 = jnp.ones((2, 3))
+    with pytest.raises(ValueError, match="field: expected a vector field .* the class"):
+        af.residual_layers(af.PureSelfAttention, x0, 2, 0.1)
+    with pytest.raises(ValueError, match="field: expected a vector field"):
+        af.residual_layers("pure", x0, 2, 0.1)
+    with pytest.raises(ValueError, match="num_layers: expected a request of at most"):
+        af.residual_layers(af.PureSelfAttention(1.0), x0, 10**12, 0.1)

@@ -43,9 +43,10 @@ class FeedForward(AbstractField):
     activation: Callable = eqx.field(static=True)
 
     def __init__(self, w, a, b, activation: Callable = jax.nn.relu):
-        check_matrix(w, "w", "(d, m)")
-        check_matrix(a, "a", "(m, d)")
-        check_matrix(b, "b", "(m,)", ndim=1)
+        # Lists and tuples become arrays (check_matrix's conversion); arrays pass unchanged.
+        w = check_matrix(w, "w", "(d, m)")
+        a = check_matrix(a, "a", "(m, d)")
+        b = check_matrix(b, "b", "(m,)", ndim=1)
         if a.shape[0] != w.shape[1] or b.shape[0] != w.shape[1]:
             raise ValueError(
                 f"w, a, b: the hidden width m must agree (w: (d, m), a: (m, d), b: (m,)), got "

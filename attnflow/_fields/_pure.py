@@ -13,14 +13,14 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_matrix, check_real_values, check_shape_tokens
+from .._check import accepts_array_likes, check_matrix, check_real_values, check_shape_tokens
 from ._base import check_field_input, weights_from_args
 from ._kernel import attention
 from ._self_attention import SelfAttention
 
 
 def _value_matrix(V, name: str = "V"):
-    check_matrix(V, name, "(d, d)")
+    V = check_matrix(V, name, "(d, d)")  # lists and tuples become arrays
     if V.shape[0] != V.shape[1]:
         raise ValueError(f"{name}: expected a square (d, d) value matrix, got shape {V.shape}")
     return jnp.asarray(V)
@@ -113,6 +113,7 @@ class PureSelfAttention(eqx.Module):
     def __init__(self, beta, Q=None, K=None, V=None):
         self.attention = SelfAttention(beta, Q, K, V)
 
+    @accepts_array_likes("x")  # F(0.0, x.tolist()) works as F(0.0, x)
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         check_field_input(x, nonzero=False)
         return self.attention.attention_output(x, weights_from_args(args, x.shape[0]))
@@ -162,6 +163,7 @@ class RescaledSelfAttention(eqx.Module):
         # V = I (omitted) still rescales: e^{tI} z = e^t z raises the effective β to β e^{2t}.
         return z * jnp.exp(jnp.asarray(t, z.dtype)) if V is None else z @ _propagator(t, V).T
 
+    @accepts_array_likes("z")
     def attention_matrix(
         self, t, z: Float[Array, "n d"], weights: Float[Array, " n"] | None = None
     ) -> Float[Array, "n n"]:
@@ -169,6 +171,7 @@ class RescaledSelfAttention(eqx.Module):
         check_shape_tokens(z, "z")
         return self.attention.attention_matrix(self._logit_points(t, z), weights)
 
+    @accepts_array_likes("z")  # F(0.0, z.tolist()) works as F(0.0, z)
     def __call__(self, t, z: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         check_field_input(z, "z", nonzero=False)
         weights = weights_from_args(args, z.shape[0])

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from jaxtyping import Array, Float
 
-from .._check import check_bool
+from .._check import check_bool, check_field_callable
 from ._scan import check_layer_arguments, residual_update, scan_layers
 from ._schemes import (
     NGPT,
@@ -43,6 +43,16 @@ def _as_scheme(scheme):
             f"AbstractNormalizationScheme, got {scheme!r}"
         )
     return by_name[scheme]()
+
+
+def _check_field(field, scheme):
+    """The field of :func:`layers`: a vector field; for the Lie-Trotter scheme, a sequence of
+    them is checked part by part (``field[0]``, ...), a TransformerBlock as one field."""
+    if isinstance(scheme, LieTrotter) and isinstance(field, tuple | list):
+        for i, part in enumerate(field):
+            check_field_callable(part, f"field[{i}]")
+    else:
+        check_field_callable(field, "field")
 
 
 def layers(
@@ -109,8 +119,9 @@ def layers(
         (11, 8, 3)
     """
     scheme = _as_scheme(scheme)
+    _check_field(field, scheme)
     x0, num_layers, step, t0 = check_layer_arguments(
-        x0, num_layers, step, t0, unit=scheme.on_sphere
+        x0, num_layers, step, t0, unit=scheme.on_sphere, nonzero=scheme.normalizes_stream
     )
     projected = check_bool(projected, "projected")
 
@@ -178,6 +189,8 @@ def lie_trotter_layers(
         >>> af.lie_trotter_layers(af.SelfAttention(1.0), ff, x0, 10, 0.1).shape
         (11, 5, 3)
     """
+    check_field_callable(attention, "attention")
+    check_field_callable(feedforward, "feedforward")
     return layers(
         (attention, feedforward),
         x0,

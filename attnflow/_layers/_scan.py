@@ -1,27 +1,39 @@
 """The scan under every layer loop: x_{k+1} = update(t_k, x_k), and the arguments every loop
 shares, checked in one place."""
 
+import math
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_finite_scalar, check_int, check_tokens
+from .._check import check_finite_scalar, check_nonzero_rows, check_size, check_tokens
 
 
-def check_num_layers(num_layers) -> int:
-    """A non-negative integer number of layers (Python or NumPy; 2.5 and "3" are refused)."""
-    return check_int(num_layers, "num_layers", low=0)
+def check_num_layers(num_layers, per_layer: int = 1) -> int:
+    """A non-negative integer number of layers (Python or NumPy; 2.5 and "3" are refused) whose
+    returned array, ``per_layer`` numbers a layer (n·d), fits the allocation budget (an absurd
+    count such as 10**12 is refused before anything is traced)."""
+    return check_size(
+        num_layers,
+        "num_layers",
+        low=0,
+        per_unit=per_layer,
+        what="numbers in the returned layers (num_layers × n × d)",
+    )
 
 
-def check_layer_arguments(x0, num_layers, step, t0, *, unit: bool):
+def check_layer_arguments(x0, num_layers, step, t0, *, unit: bool, nonzero: bool = False):
     """The arguments every layer loop shares (:func:`iterate_layers`, :func:`attnflow.layers`
     and the loops built on it), checked in one place: (n, d) finite tokens x0 (of unit norm when
-    ``unit``), an integer ``num_layers`` >= 0, a finite ``step`` and ``t0``. Returns them
-    checked (traced values wrapped with ``eqx.error_if``: use the returned values)."""
+    ``unit``; else with non-zero rows when ``nonzero``: the scheme normalises them), an integer
+    ``num_layers`` >= 0, a finite ``step`` and ``t0``. Returns them checked (traced values
+    wrapped with ``eqx.error_if``: use the returned values)."""
     x0 = check_tokens(x0, "x0", unit=unit)
-    num_layers = check_num_layers(num_layers)
+    if nonzero and not unit:
+        x0 = check_nonzero_rows(x0, "x0")
+    num_layers = check_num_layers(num_layers, math.prod(x0.shape))
     return x0, num_layers, check_finite_scalar(step, "step"), check_finite_scalar(t0, "t0")
 
 

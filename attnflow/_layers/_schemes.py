@@ -22,6 +22,7 @@ x = z/|z| and the radius r = |z| is tracked separately. In polar form the pre-LN
 
 import abc
 from collections.abc import Callable
+from typing import ClassVar
 
 import diffrax
 import equinox as eqx
@@ -31,6 +32,7 @@ from jaxtyping import Array, Float
 
 from .._check import (
     check_finite_scalar,
+    check_nonzero_rows,
     check_positive_scalar,
     check_tokens,
     expected,
@@ -61,13 +63,18 @@ class AttentionSublayer(eqx.Module):
     attention: eqx.Module
 
     def __check_init__(self):
-        if not isinstance(self.attention, AbstractField) and not hasattr(
-            self.attention, "attention_output"
-        ):
-            raise ValueError(
-                f"attention: expected a module with attention_output(x) or an attnflow field, "
-                f"got {type(self.attention).__name__}"
+        # A class (SelfAttention for SelfAttention(1.0)) has attention_output too: refused.
+        what = "a module with attention_output(x) or an attnflow field"
+        value = self.attention
+        if isinstance(value, type):
+            expected(
+                "attention",
+                what,
+                f"= the class {value.__name__} itself",
+                "pass an instance, e.g. attnflow.SelfAttention(1.0)",
             )
+        if not isinstance(value, AbstractField) and not hasattr(value, "attention_output"):
+            expected("attention", what, value, "e.g. attnflow.SelfAttention(1.0)")
 
     def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         if isinstance(self.attention, AbstractField):
@@ -85,10 +92,15 @@ class AbstractNormalizationScheme(eqx.Module):
     sublayer per layer derive from
     :class:`AbstractOneSublayerScheme`, which implements :meth:`step_map`. :meth:`layers`
     iterates the map, :meth:`solve` integrates the flow; :meth:`tokens` and :meth:`radius` read
-    tokens x = z/|z| and radii |z| off the stream.
+    tokens x = z/|z| and radii |z| off the stream. ``normalizes_stream`` (default True; False
+    for :class:`ResidualOnly`) says whether the layers normalise the stream, so that an
+    off-sphere z0 with a zero row is refused up front.
     """
 
     on_sphere: eqx.AbstractClassVar[bool]
+    # Whether layers normalise the stream (read tokens z/|z|): then a zero row of z0 is refused
+    # up front, named as the user's argument (``ResidualOnly`` never normalises).
+    normalizes_stream: ClassVar[bool] = True
 
     @abc.abstractmethod
     def layer(
@@ -143,7 +155,10 @@ class AbstractNormalizationScheme(eqx.Module):
         return jnp.linalg.norm(z, axis=-1)
 
     def _check_stream(self, z0):
-        return check_tokens(z0, "z0", unit=self.on_sphere)
+        z0 = check_tokens(z0, "z0", unit=self.on_sphere)
+        if not self.on_sphere and self.normalizes_stream:
+            z0 = check_nonzero_rows(z0, "z0")
+        return z0
 
     def layers(
         self,
@@ -394,6 +409,7 @@ class ResidualOnly(AbstractOneSublayerScheme):
     """
 
     on_sphere = False
+    normalizes_stream = False
 
     def speed_factor(self, t, z, output):
         """s_i = r_i = |z_i|, with A read at the stream z, not at the tokens (no normalisation:

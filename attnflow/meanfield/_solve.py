@@ -59,6 +59,7 @@ def spectral_tail(grid: AbstractDensityGrid, coefficients: Array) -> Float[Array
     """
     if not isinstance(grid, AbstractDensityGrid):
         expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
+    coefficients = as_array(coefficients, "coefficients")  # a list works as its array
     L = grid.max_degree()
     top = _norm2(grid, _band(grid, coefficients, 0.75 * L))
     return jnp.sqrt(top / _norm2(grid, coefficients))

@@ -29,21 +29,21 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._check import (
-    check_int,
     check_positive_scalar,
     check_real_values,
+    check_size,
     expected,
     is_traced,
 )
 from ._clustering import _check_n, _check_nonnegative, _float_array
 
 
-def _check_rho(rho, n):
+def _check_rho(rho, n, name: str = "rho"):
     low = -1.0 / (n - 1)
-    rho = _float_array(rho, "rho", low=max(low, -1.0), high=1.0)
+    rho = _float_array(rho, name, low=max(low, -1.0), high=1.0)
     if not is_traced(rho) and bool(jnp.any(jnp.asarray(rho) <= low)):
         expected(
-            "rho",
+            name,
             f"an inner product in (-1/(n-1), 1] = ({low:.3g}, 1] (equiangular unit vectors)",
             float(jnp.asarray(rho)[jnp.asarray(rho) <= low].ravel()[0]),
         )
@@ -257,12 +257,13 @@ def pre_ln_equiangular_layers(
         [0.3, 0.3, 0.3, 0.3]
     """
     n = _check_n(n)
-    rho0 = _check_rho(rho0, n)
+    rho0 = _check_rho(rho0, n, "rho0")
     beta = _check_nonnegative(beta, "beta")
     for name, value in (("rho0", rho0), ("beta", beta)):
         if jnp.ndim(value) != 0:
             expected(name, "a scalar", f"= an array of shape {jnp.shape(value)}")
-    num_layers = check_int(num_layers, "num_layers", low=0)
+    # Two (L + 1,) arrays are returned: an absurd L is refused before anything is traced.
+    num_layers = check_size(num_layers, "num_layers", low=0, per_unit=2)
     step = _check_step(step)
     dtype = jnp.result_type(rho0, beta, float)
     rho0, beta = jnp.asarray(rho0, dtype), jnp.asarray(beta, dtype)
