@@ -288,13 +288,22 @@ class AbstractAttention(AbstractField):
       the discrete Transformer (:func:`attnflow.layers`);
     - validation of the tokens (shapes always; NaN, inf and zero rows in eager calls).
 
-    ``block_size``: the key-block size of the blocked kernel, ``None`` (the default: dense up
-    to n = ``AUTO_BLOCK_THRESHOLD``, blocked above); a variant with the option declares it as a
-    static field (:class:`SelfAttention`, :class:`MultiHeadAttention`).
+    Declared attributes, ``None`` by default, that a variant gives as a field or property:
+
+    - ``block_size``: the key-block size of the blocked kernel (``None``: dense up to
+      n = ``AUTO_BLOCK_THRESHOLD``, blocked above);
+    - ``dim``: the token dimension d its Q, K, V act on (``None``: any d);
+    - ``num_tokens``: the number of tokens n its parameters are built for, e.g. an (n, n)
+      positional bias (``None``: any n).
+
+    :meth:`check_tokens` reads ``dim`` and ``num_tokens``; a variant declares them rather than
+    overriding it.
     """
 
     # Not annotated here, so that a variant's static field keeps its place among its fields.
     block_size = None
+    dim = None
+    num_tokens = None
 
     @abc.abstractmethod
     def scores(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None) -> AttentionScores:
@@ -302,8 +311,17 @@ class AbstractAttention(AbstractField):
         raise NotImplementedError
 
     def check_tokens(self, x: Float[Array, "n d"]):
-        """Shape checks of ``x`` against the variant's parameters (override to add)."""
+        """Shape checks of ``x``: (n, d) tokens, d = ``dim`` and n = ``num_tokens`` where the
+        variant declares them."""
         check_shape_tokens(x)
+        if self.dim is not None and x.shape[1] != self.dim:
+            raise ValueError(
+                f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
+            )
+        if self.num_tokens is not None and x.shape[0] != self.num_tokens:
+            raise ValueError(
+                f"x: the positional bias is for n = {self.num_tokens} tokens, got n = {x.shape[0]}"
+            )
 
     def _block_size(self, n: int) -> int | None:
         block = self.block_size

@@ -93,8 +93,10 @@ class HardmaxSelfAttention(AbstractAttention):
         self.attention = SelfAttention(1.0, Q, K, V)
         self.tol = float(tol)
 
-    def check_tokens(self, x):
-        self.attention.check_tokens(x)
+    @property
+    def dim(self) -> int | None:
+        """The token dimension d fixed by Q, K or V (None when all are the identity)."""
+        return self.attention.dim
 
     def scores(self, x, weights):
         """⟨Q x_i, K x_j⟩ with the kernel's "hardmax" normalisation (ties averaged)."""

@@ -20,7 +20,6 @@ from .._check import (
     check_matrix,
     check_real_values,
     check_sa_normalization,
-    check_shape_tokens,
 )
 from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
 
@@ -168,9 +167,6 @@ class SelfAttention(AbstractAttention):
                 return m.shape[1]
         return None
 
-    def check_tokens(self, x):
-        check_tokens_dimension(x, self.dim)
-
     def scores(self, x, weights):
         """q_i = β Q x_i, k_j = K x_j, v_j = V x_j; softmax (SA) or sum with w = 1/n (USA)."""
         queries = project_rows(x, self.Q)
@@ -182,13 +178,6 @@ class SelfAttention(AbstractAttention):
             mask="causal" if self.causal else None,
             normalization="softmax" if self.normalization == "softmax" else "sum",
         )
-
-
-def check_tokens_dimension(x, dim: int | None):
-    """Shape checks of tokens against the dimension d that Q, K, V act on (None: any d)."""
-    check_shape_tokens(x)
-    if dim is not None and x.shape[1] != dim:
-        raise ValueError(f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {dim}")
 
 
 def project_rows(x, matrix):
@@ -384,9 +373,6 @@ class MultiHeadAttention(AbstractAttention):
             norms if isinstance(norms, tuple) else (norms,) * H,
             causal if isinstance(causal, tuple) else (causal,) * H,
         )
-
-    def check_tokens(self, x):
-        check_tokens_dimension(x, self.dim)
 
     def scores(self, x, weights):
         """q^h_i = β_h Q_h x_i, k^h_j = K_h x_j, v^h_j = c V_h x_j on the head axis; runs of
