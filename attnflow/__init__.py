@@ -41,6 +41,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
     from ._fields._base import (
         AbstractAttention as AbstractAttention,
         AbstractField as AbstractField,
+        AbstractPureField as AbstractPureField,
         AttentionScores as AttentionScores,
     )
     from ._fields._blocked import blocked_attention as blocked_attention

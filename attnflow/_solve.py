@@ -29,6 +29,7 @@ from ._check import (
     check_tokens,
     is_traced,
 )
+from ._fields._base import AbstractField, AbstractPureField
 from ._integrators._stored_adjoint import StoredStepAdjoint
 from ._integrators._tolerance import floor_tolerances
 from ._sphere import unit_rows
@@ -465,9 +466,9 @@ def solve(
             overflowing, NaN in Q, K, V) from a step cap that is too low; with ``throw=False``
             both are ``RESULTS.max_steps_reached``. An event ending the solve is not a failure.
         stepsize_controller: overrides the PID controller (e.g. ``ConstantStepSize()``, with
-            dt0). When it is not given and ``field`` has a ``jump_times`` attribute (e.g.
-            :class:`attnflow.PiecewiseConstant`), the PID controller steps exactly to those
-            times.
+            dt0). When it is not given and ``field`` declares ``jump_times`` (an attnflow field
+            whose value is not None, e.g. :class:`attnflow.PiecewiseConstant`), the PID
+            controller steps exactly to those times.
         differentiable_twice: make second and mixed derivatives work. The default solver
             becomes ``Tsit5(scan_kind="bounded")`` and the default adjoint ``DirectAdjoint()``,
             which together support every composition of ``jax.grad``, ``jax.jvp``,
@@ -612,7 +613,7 @@ def integrate(
         adjoint = diffrax.DirectAdjoint()
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
-        jump_ts = getattr(field, "jump_times", None)
+        jump_ts = field.jump_times if isinstance(field, AbstractField | AbstractPureField) else None
         if jump_ts is not None and jnp.size(jump_ts) > 0:
             # Step exactly to each discontinuity in t instead of letting the error estimate find it.
             stepsize_controller = diffrax.ClipStepSizeController(

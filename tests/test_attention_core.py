@@ -316,7 +316,7 @@ def test_logits_finite_exactly_where_admissible_and_equal_to_beta_qk(causal):
     np.testing.assert_array_equal(np.isfinite(logits), admissible)
     np.testing.assert_allclose(logits[admissible], want[admissible], rtol=1e-13)
     assert np.all(logits[~admissible] == -np.inf)
-    heads = af.MultiHeadAttention(
+    heads = af.MultiHeadAttention.from_heads(
         [af.SelfAttention(beta, Q, K, causal=causal), af.SelfAttention(2.0, causal=False)]
     ).logits(jnp.asarray(x))
     assert heads.shape == (2, 5, 5)

@@ -34,7 +34,7 @@ def test_fields_are_tangent():
     for field in (
         af.SelfAttention(1.0, causal=True),
         af.SelfAttention(1.0, normalization="n"),
-        af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(0.5)]),
+        af.MultiHeadAttention.from_heads([af.SelfAttention(1.0), af.SelfAttention(0.5)]),
     ):
         np.testing.assert_allclose(jnp.sum(field(0.0, x, None) * x, axis=1), 0.0, atol=1e-14)
 
@@ -69,7 +69,9 @@ def test_multihead_is_sum_of_heads_projected_once():
         ),
     ]
     ref = sum(sa_field_numpy(x, h.beta, h.Q, h.K, h.V) for h in heads)  # projection is linear
-    np.testing.assert_allclose(af.MultiHeadAttention(heads)(0.0, x, None), ref, atol=1e-13)
+    np.testing.assert_allclose(
+        af.MultiHeadAttention.from_heads(heads)(0.0, x, None), ref, atol=1e-13
+    )
 
 
 def test_float32_beta_100_is_finite():

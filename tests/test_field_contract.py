@@ -112,7 +112,9 @@ CASES = {
         True,
     ),
     "MultiHead": (
-        lambda: af.MultiHeadAttention([af.SelfAttention(BETA), af.SelfAttention(0.5, V=VM)]),
+        lambda: af.MultiHeadAttention.from_heads(
+            [af.SelfAttention(BETA), af.SelfAttention(0.5, V=VM)]
+        ),
         lambda x, w: _np_sa(x, w) + _np_sa(x, w, beta=0.5, V=VM),
         True,
         True,

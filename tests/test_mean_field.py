@@ -14,7 +14,7 @@ from scipy.stats import wasserstein_distance
 from test_notebook_results import check_mean_field_notebook
 
 import attnflow as af
-from attnflow.measures._mean_field import _quantile_distance
+from attnflow.measures._sampling import _quantile_distance
 
 quantile_distance = jax.jit(_quantile_distance, static_argnums=4)
 

@@ -1,5 +1,5 @@
-"""The one multi-head class, paper (2.7): ``MultiHeadAttention(heads)`` and the stacked arrays
-``MultiHeadAttention(beta=..., Q=..., K=..., V=..., scale=...)`` are the same field, equal to the
+"""The one multi-head class, paper (2.7): ``MultiHeadAttention.from_heads(heads)`` and the
+stacked arrays ``MultiHeadAttention(beta, Q, K, V, scale=...)`` are the same field, equal to the
 sum of the heads written out in NumPy; the deprecated ``StackedMultiHeadAttention`` warns and
 builds a ``MultiHeadAttention``; gradients reach the stacked Q, K and V."""
 
@@ -53,7 +53,7 @@ def _np_sum(x):
 def test_heads_and_stacked_arrays_are_the_numpy_sum_of_the_heads():
     x = af.random_tokens(jr.key(0), N, D)
     want, matrices = _np_sum(np.asarray(x))
-    from_heads = af.MultiHeadAttention(_heads())
+    from_heads = af.MultiHeadAttention.from_heads(_heads())
     # The stacked form of the same heads: identity materialised, k padded with zero rows.
     pad = lambda m: np.pad(m, [(0, D - m.shape[0]), (0, 0)])  # noqa: E731
     stacked = af.MultiHeadAttention(
@@ -81,7 +81,7 @@ def test_scale_and_shared_beta_and_identity_in_every_head():
     want = 0.25 * sum(_np_head(np.asarray(x), 1.1, Q[h], Q[2 - h])[0] for h in range(3))
     np.testing.assert_allclose(field.attention_output(x), want, rtol=1e-12, atol=1e-12)
     # The heads given back are the same field (c folded into V_h).
-    again = af.MultiHeadAttention(field.heads)
+    again = af.MultiHeadAttention.from_heads(field.heads)
     np.testing.assert_allclose(again.attention_output(x), want, rtol=1e-12, atol=1e-12)
 
 
@@ -93,7 +93,7 @@ def test_heads_with_different_masks_and_normalisations():
         af.SelfAttention(0.9, Q2, K2, normalization="n"),
         af.SelfAttention(1.2, V=V1, causal=True),
     ]
-    field = af.MultiHeadAttention(heads)
+    field = af.MultiHeadAttention.from_heads(heads)
     assert field.causal == (True, False, False, True)
     assert field.normalization == ("softmax", "n", "n", "softmax")
     xn = np.asarray(x)
@@ -131,10 +131,41 @@ def test_deprecated_stacked_name_warns_and_agrees():
     np.testing.assert_array_equal(old(0.0, x), new(0.0, x))
 
 
+def test_from_heads_refuses_bad_heads_naming_the_argument():
+    cases = [
+        ([], "heads: expected at least one SelfAttention head"),
+        (af.SelfAttention(1.0), "heads: expected a sequence of SelfAttention"),
+        ([af.SelfAttention(1.0), 3.0], r"heads\[1\]: expected a SelfAttention"),
+    ]
+    for heads, message in cases:
+        with pytest.raises(ValueError, match=message):
+            af.MultiHeadAttention.from_heads(heads)
+
+
+def test_deprecated_heads_call_forms_warn_and_agree():
+    x = af.random_tokens(jr.key(6), N, D)
+    new = af.MultiHeadAttention.from_heads(_heads(), scale=0.5, block_size=3)
+    for old_call in (
+        lambda: af.MultiHeadAttention(_heads(), scale=0.5, block_size=3),
+        lambda: af.MultiHeadAttention(heads=_heads(), scale=0.5, block_size=3),
+        lambda: af.MultiHeadAttention(iter(_heads()), scale=0.5, block_size=3),
+    ):
+        with pytest.warns(DeprecationWarning, match=r"MultiHeadAttention\.from_heads\(heads\)"):
+            old = old_call()
+        assert old.block_size == new.block_size == 3 and old.scale == new.scale == 0.5
+        np.testing.assert_array_equal(old(0.0, x, None), new(0.0, x, None))
+    with pytest.warns(DeprecationWarning):
+        with pytest.raises(ValueError, match="heads: give either the heads or"):
+            af.MultiHeadAttention(heads=_heads(), beta=1.0)
+    with pytest.warns(DeprecationWarning):
+        with pytest.raises(ValueError, match="heads: give either the heads or.*causal"):
+            af.MultiHeadAttention(_heads(), causal=True)
+
+
 def test_gradients_reach_the_stacked_q_k_v_and_an_array_beta():
     x = af.random_tokens(jr.key(4), N, D)
     target = af.random_tokens(jr.key(5), N, D)
-    field = af.MultiHeadAttention(
+    field = af.MultiHeadAttention.from_heads(
         [
             af.SelfAttention(jnp.asarray(0.7), Q2, K2, V1),
             af.SelfAttention(jnp.asarray(1.4), Q3, K3),
@@ -172,11 +203,7 @@ def test_jit_and_vmap_over_a_batch_of_stacked_fields():
 def test_bad_construction_names_the_argument():
     Q = jnp.ones((2, 2, D))
     cases = [
-        (dict(heads=[]), "heads: expected at least one SelfAttention head"),
-        (dict(heads=af.SelfAttention(1.0)), "heads: expected a sequence of SelfAttention"),
-        (dict(heads=[af.SelfAttention(1.0), 3.0]), r"heads\[1\]: expected a SelfAttention"),
-        (dict(heads=[af.SelfAttention(1.0)], beta=1.0), "heads: give either the heads or"),
-        (dict(), "heads: expected a sequence of SelfAttention heads, or the stacked"),
+        (dict(), "beta: expected β .* MultiHeadAttention.from_heads"),
         (dict(beta=1.0), "beta: expected one β per head when Q, K and V are all None"),
         (dict(beta=[1.0, 2.0, 3.0], Q=Q, K=Q), r"beta: expected a scalar or one β per head"),
         (dict(beta=[1.0, float("nan")], Q=Q, K=Q), r"beta\[1\]: expected a finite value"),

@@ -142,7 +142,7 @@ def test_multi_head_sublayer_sums_heads():
     heads = [af.SelfAttention(1.0), af.SelfAttention(2.0, V=V)]
     total = heads[0].attention_output(x) + heads[1].attention_output(x)
     np.testing.assert_allclose(
-        af.AttentionSublayer(af.MultiHeadAttention(heads))(0.0, x), total, atol=1e-15
+        af.AttentionSublayer(af.MultiHeadAttention.from_heads(heads))(0.0, x), total, atol=1e-15
     )
 
 

@@ -118,7 +118,7 @@ def test_multihead_sublayer_is_the_sum_of_heads():
         af.SelfAttention(BETA, jnp.asarray(Q_), jnp.asarray(K_), V_),
         af.SelfAttention(0.5, V=second),
     ]
-    out = af.AttentionSublayer(af.MultiHeadAttention(heads))(0.0, jnp.asarray(x), None)
+    out = af.AttentionSublayer(af.MultiHeadAttention.from_heads(heads))(0.0, jnp.asarray(x), None)
     w = np.exp(0.5 * x @ x.T)
     w /= w.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(out, _g(x) + w @ x @ second.T, atol=1e-13)

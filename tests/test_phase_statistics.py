@@ -164,7 +164,7 @@ def test_multihead_causal_against_solve(x0):
             )
             for h in range(2)
         ]
-        return af.MultiHeadAttention(heads)
+        return af.MultiHeadAttention.from_heads(heads)
 
     # The reference trajectories, solved once for both statistics.
     xs = {(b, r): solved(field(b, r), x0[r], TS) for b in BETAS for r in range(R)}

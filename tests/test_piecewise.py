@@ -42,7 +42,9 @@ def test_piece_index_is_right_continuous_and_pieces_are_the_given_fields():
 
 def test_from_fields_stacks_multi_head_fields():
     heads = [
-        af.MultiHeadAttention([af.SelfAttention(b), af.SelfAttention(2 * b, V=-jnp.eye(D))])
+        af.MultiHeadAttention.from_heads(
+            [af.SelfAttention(b), af.SelfAttention(2 * b, V=-jnp.eye(D))]
+        )
         for b in (0.5, 1.5)
     ]
     f = af.PiecewiseConstant.from_fields(heads, switch_times=[1.0])

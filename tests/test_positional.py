@@ -138,3 +138,17 @@ def test_bad_inputs():
         af.retrieval_profile(af.SelfAttention(1.0), jnp.stack([x, x]), 1.0, query=4)
     with pytest.raises(ValueError, match="unit sphere"):
         af.retrieval_profile(af.SelfAttention(1.0), jnp.stack([x, 2 * x]), 1.0)
+
+
+def test_declared_token_shape_is_checked_by_the_base():
+    # d and n are declared (dim, num_tokens); the one check_tokens of AbstractAttention reads them.
+    field = af.PositionalAttention(1.0, af.alibi_bias(4, 0.5), V=2 * jnp.eye(3))
+    assert (field.dim, field.num_tokens) == (3, 4)
+    assert af.SinkhornAttention(1.0, V=jnp.eye(2)).dim == 2
+    assert af.HardmaxSelfAttention(V=jnp.eye(2)).dim == 2 and af.SelfAttention(1.0).dim is None
+    with pytest.raises(ValueError, match="x: the positional bias is for n = 4 tokens, got n = 5"):
+        field(0.0, af.random_tokens(jr.key(0), 5, 3))
+    with pytest.raises(ValueError, match="x: tokens have dimension d = 2 but Q, K, V act on d = 3"):
+        field.attention_matrix(af.random_tokens(jr.key(0), 4, 2))
+    with pytest.raises(ValueError, match="x: tokens have dimension d = 3 but Q, K, V act on d = 2"):
+        af.SinkhornAttention(1.0, V=jnp.eye(2))(0.0, af.random_tokens(jr.key(0), 4, 3))

@@ -96,6 +96,33 @@ def test_residual_layers_is_explicit_euler():
     np.testing.assert_allclose(xs[-1, 0], expected, rtol=1e-12)
 
 
+def test_the_pure_family_has_one_abstract_base_and_steps_as_it_stands():
+    Q, K, V, x = _weights(7)
+    family = [
+        af.PureSelfAttention(1.0, Q, K, V),
+        af.RescaledSelfAttention(1.0, Q, K, V, logits_at="z"),
+        af.HardmaxRescaledAttention(Q, K, V),
+        af.Perceptron(np.ones(D), np.ones(D), 0.5),
+    ]
+    for field in family:
+        assert isinstance(field, af.AbstractPureField) and not isinstance(field, af.AbstractField)
+        # Unprojected post-LN-free layers step with the field itself: x + h f(x) (no residual to
+        # leave out); one layer against the formula of the pure field (9.1) for the first.
+        xs = af.layers(field, jnp.asarray(x), 1, 0.1, scheme="residual")
+        step = x + 0.1 * np.asarray(field(0.0, jnp.asarray(x)))
+        np.testing.assert_allclose(xs[1], step, rtol=1e-13, atol=1e-13)
+    xs = af.layers(family[0], jnp.asarray(x), 1, 0.1, scheme="residual")
+    want = x + 0.1 * _pure_numpy(x, 1.0, Q, K, V)
+    np.testing.assert_allclose(xs[1], want, rtol=1e-12, atol=1e-12)
+    # Declared defaults: no jump times, no forced block size.
+    assert family[0].jump_times is None and af.PositionalAttention.block_size is None
+    np.testing.assert_array_equal(
+        af.Perceptron(np.ones((2, D)), np.ones((2, D)), [0.0, 1.0], [0.5]).jump_times, [0.5]
+    )
+    with pytest.raises(TypeError):
+        af.AbstractPureField()
+
+
 def test_float32():
     Q, K, V, x0 = (np.asarray(a, np.float32) for a in _weights(6))
     v = af.RescaledSelfAttention(1.0, Q, K, V)(jnp.float32(0.5), jnp.asarray(x0))

@@ -39,7 +39,9 @@ def test_stacked_heads_equal_scaled_multihead_attention():
     Q, K, V = rng.normal(size=(H, k, d)), rng.normal(size=(H, k, d)), rng.normal(size=(H, d, d))
     x = af.random_tokens(jr.key(0), n, d)
     stacked = af.MultiHeadAttention(beta=1.7, Q=Q, K=K, V=V, scale=0.3)(0.0, x)
-    heads = af.MultiHeadAttention([af.SelfAttention(1.7, Q[h], K[h], V[h]) for h in range(H)])
+    heads = af.MultiHeadAttention.from_heads(
+        [af.SelfAttention(1.7, Q[h], K[h], V[h]) for h in range(H)]
+    )
     np.testing.assert_allclose(stacked, 0.3 * heads(0.0, x), rtol=1e-12, atol=1e-14)
 
 

@@ -81,7 +81,7 @@ def test_sharded_single_system_two_devices():
 def test_sharded_single_system_four_devices_multihead_causal():
     """A causal SA head plus a USA head, block_size 2; 10 tokens on 4 devices (two padding)."""
     x0 = af.random_tokens(jr.key(4), 10, 3)
-    field = af.MultiHeadAttention(
+    field = af.MultiHeadAttention.from_heads(
         [af.SelfAttention(2.0, causal=True, block_size=2), af.SelfAttention(0.5, normalization="n")]
     )
     sol = af.sharded_solve(field, x0, 3.0, mesh=_mesh(4))

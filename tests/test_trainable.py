@@ -36,7 +36,7 @@ def _matrices(seed):
 FIELDS = {
     "SelfAttention": lambda beta, Q, K, V: af.SelfAttention(beta, Q, K, V),
     "USA": lambda beta, Q, K, V: af.SelfAttention(beta, Q, K, V, normalization="n"),
-    "MultiHead": lambda beta, Q, K, V: af.MultiHeadAttention(
+    "MultiHead": lambda beta, Q, K, V: af.MultiHeadAttention.from_heads(
         [af.SelfAttention(beta, Q, K, V), af.SelfAttention(beta, K, Q, V)]
     ),
     "Stacked": lambda beta, Q, K, V: af.MultiHeadAttention(
@@ -132,7 +132,11 @@ def _piecewise_shared(beta, Q, K, V):  # one β for all pieces
 
 def _piecewise_fields(beta, Q, K, V):
     return af.PiecewiseConstant.from_fields(
-        [af.MultiHeadAttention([af.SelfAttention(beta, Q, K, V), af.SelfAttention(beta, K, Q)])]
+        [
+            af.MultiHeadAttention.from_heads(
+                [af.SelfAttention(beta, Q, K, V), af.SelfAttention(beta, K, Q)]
+            )
+        ]
         * 2,
         switch_times=[0.5],
     )

@@ -95,9 +95,9 @@ def test_bad_energy_and_metric_parameters():
 
 def test_bad_heads_and_beta_under_jit():
     with pytest.raises(ValueError, match="heads: expected at least one"):
-        af.MultiHeadAttention([])
+        af.MultiHeadAttention.from_heads([])
     with pytest.raises(ValueError, match="heads: all heads must act on the same d"):
-        af.MultiHeadAttention(
+        af.MultiHeadAttention.from_heads(
             [af.SelfAttention(1.0, V=jnp.eye(2)), af.SelfAttention(1.0, V=jnp.eye(3))]
         )
     field_of = jax.jit(lambda b: af.SelfAttention(b)(0.0, X, None))

@@ -10,7 +10,7 @@ import attnflow as af
 
 X = af.random_tokens(jr.key(0), 4, 3)
 FIELD = af.SelfAttention(1.0)
-FIELDS = [FIELD, af.MultiHeadAttention([FIELD, af.SelfAttention(2.0)])]
+FIELDS = [FIELD, af.MultiHeadAttention.from_heads([FIELD, af.SelfAttention(2.0)])]
 
 
 @pytest.mark.parametrize("field", FIELDS)

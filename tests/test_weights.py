@@ -53,7 +53,7 @@ def test_attention_fields(measures, block_size):
         af.SelfAttention(2.0, block_size=block_size),
         af.SelfAttention(0.8, Q, K, V, block_size=block_size),
         af.SelfAttention(1.2, Q, K, V, normalization="n", block_size=block_size),
-        af.MultiHeadAttention(
+        af.MultiHeadAttention.from_heads(
             [af.SelfAttention(1.0, block_size=block_size), af.SelfAttention(0.5, Q, K, V)]
         ),
     ]

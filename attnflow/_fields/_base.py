@@ -2,7 +2,7 @@
 :class:`AbstractAttention`."""
 
 import abc
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -35,7 +35,13 @@ class AbstractField(eqx.Module):
 
     ``x`` may be a Python list or tuple (an array-like): every subclass's ``__call__`` and
     ``residual`` convert it at the boundary, as JAX does.
+
+    ``jump_times``: the times where the field jumps in t (``None`` for a field continuous in
+    t, the default); :func:`attnflow.solve` steps exactly to them
+    (:class:`attnflow.PiecewiseConstant` declares its switching times).
     """
+
+    jump_times: ClassVar[Float[Array, " switches"] | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -53,6 +59,34 @@ class AbstractField(eqx.Module):
         update of the paper's discrete Transformer (see :func:`attnflow.layers`); for a field
         without an unprojected form (a gradient flow) it is the field itself.
         """
+        raise NotImplementedError
+
+
+class AbstractPureField(eqx.Module):
+    """A vector field on (R^d)^n without the tangent projection: the pure family of paper §9
+    (:class:`PureSelfAttention` (9.1), :class:`RescaledSelfAttention` (9.3)–(9.4),
+    :class:`HardmaxRescaledAttention` (9.5)) and the feed-forward :class:`Perceptron`.
+
+    Not an :class:`AbstractField`: these fields are not tangent to the sphere, so
+    :func:`attnflow.solve` (which normalises tokens) is not their integrator. Integrate them
+    with ``diffrax.diffeqsolve`` (the signature ``field(t, x, args) -> (n, d)`` is diffrax's) or
+    in discrete time with :func:`attnflow.residual_layers`, whose update is the field itself
+    (there is no projection to leave out, so no separate ``residual``). ``jump_times`` as for
+    :class:`AbstractField` (the :class:`Perceptron`'s switching times; ``None`` by default).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> f = af.PureSelfAttention(1.0)
+        >>> isinstance(f, af.AbstractPureField), isinstance(f, af.AbstractField)
+        (True, False)
+        >>> f(0.0, jnp.array([[1.0, 0.0], [0.0, 2.0]])).shape
+        (2, 2)
+    """
+
+    jump_times: ClassVar[Float[Array, " switches"] | None] = None
+
+    @abc.abstractmethod
+    def __call__(self, t, x: Float[Array, "n d"], args=None) -> Float[Array, "n d"]:
         raise NotImplementedError
 
 
@@ -253,7 +287,23 @@ class AbstractAttention(AbstractField):
       the flow's vector field, and ``residual`` = the unprojected output, which is the update of
       the discrete Transformer (:func:`attnflow.layers`);
     - validation of the tokens (shapes always; NaN, inf and zero rows in eager calls).
+
+    Declared attributes, ``None`` by default, that a variant gives as a field or property:
+
+    - ``block_size``: the key-block size of the blocked kernel (``None``: dense up to
+      n = ``AUTO_BLOCK_THRESHOLD``, blocked above);
+    - ``dim``: the token dimension d its Q, K, V act on (``None``: any d);
+    - ``num_tokens``: the number of tokens n its parameters are built for, e.g. an (n, n)
+      positional bias (``None``: any n).
+
+    :meth:`check_tokens` reads ``dim`` and ``num_tokens``; a variant declares them rather than
+    overriding it.
     """
+
+    # Not annotated here, so that a variant's static field keeps its place among its fields.
+    block_size = None
+    dim = None
+    num_tokens = None
 
     @abc.abstractmethod
     def scores(self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None) -> AttentionScores:
@@ -261,11 +311,20 @@ class AbstractAttention(AbstractField):
         raise NotImplementedError
 
     def check_tokens(self, x: Float[Array, "n d"]):
-        """Shape checks of ``x`` against the variant's parameters (override to add)."""
+        """Shape checks of ``x``: (n, d) tokens, d = ``dim`` and n = ``num_tokens`` where the
+        variant declares them."""
         check_shape_tokens(x)
+        if self.dim is not None and x.shape[1] != self.dim:
+            raise ValueError(
+                f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {self.dim}"
+            )
+        if self.num_tokens is not None and x.shape[0] != self.num_tokens:
+            raise ValueError(
+                f"x: the positional bias is for n = {self.num_tokens} tokens, got n = {x.shape[0]}"
+            )
 
     def _block_size(self, n: int) -> int | None:
-        block = getattr(self, "block_size", None)
+        block = self.block_size
         if block is None and n > AUTO_BLOCK_THRESHOLD:
             return DEFAULT_BLOCK_SIZE
         return block
@@ -322,6 +381,7 @@ def overflow_message(field, dtype) -> str:
 
 __all__ = [
     "AbstractField",
+    "AbstractPureField",
     "AbstractAttention",
     "AttentionScores",
     "attend",

@@ -11,7 +11,7 @@ from .._check import (
     check_shape_tokens,
     is_traced,
 )
-from ._base import AbstractAttention, check_field_input, weights_from_args
+from ._base import AbstractAttention, AbstractPureField, check_field_input, weights_from_args
 from ._kernel import attention_matrix
 from ._self_attention import SelfAttention
 
@@ -93,8 +93,10 @@ class HardmaxSelfAttention(AbstractAttention):
         self.attention = SelfAttention(1.0, Q, K, V)
         self.tol = float(tol)
 
-    def check_tokens(self, x):
-        self.attention.check_tokens(x)
+    @property
+    def dim(self) -> int | None:
+        """The token dimension d fixed by Q, K or V (None when all are the identity)."""
+        return self.attention.dim
 
     def scores(self, x, weights):
         """⟨Q x_i, K x_j⟩ with the kernel's "hardmax" normalisation (ties averaged)."""
@@ -103,7 +105,7 @@ class HardmaxSelfAttention(AbstractAttention):
         )
 
 
-class HardmaxRescaledAttention(eqx.Module):
+class HardmaxRescaledAttention(AbstractPureField):
     r"""The hardmax dynamics of paper (9.5)–(9.6) on R^d:
 
         ż_i = (1/|C_i(t)|) Σ_{j ∈ C_i(t)} V (z_j − z_i),

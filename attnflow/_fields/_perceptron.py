@@ -6,13 +6,13 @@ controls θ = (w, a, b) constant between switching times. Not an attention field
 the attention kernel and does not live on the sphere.
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._check import accepts_array_likes, as_array, check_tokens, is_traced
+from ._base import AbstractPureField
 
 __all__ = ["Perceptron"]
 
@@ -24,7 +24,7 @@ def _expm1_over(z):
     return jnp.where(small, 1 + z / 2 + z**2 / 6, jnp.expm1(zs) / zs)
 
 
-class Perceptron(eqx.Module):
+class Perceptron(AbstractPureField):
     r"""The perceptron field on R^d, v(t, x) = Σ_k w_k(t) (a_k(t)ᵀx + b_k(t))_+, with weights
     constant on each piece [s_{ℓ−1}, s_ℓ) of the switching times s_0 < … < s_{L−2}.
 

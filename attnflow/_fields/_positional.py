@@ -119,13 +119,15 @@ class PositionalAttention(AbstractAttention):
                 )
         self.bias = jnp.asarray(bias)
 
-    def check_tokens(self, x):
-        self.attention.check_tokens(x)
-        if x.shape[0] != self.bias.shape[0]:
-            raise ValueError(
-                f"x: the positional bias is for n = {self.bias.shape[0]} tokens, "
-                f"got n = {x.shape[0]}"
-            )
+    @property
+    def dim(self) -> int | None:
+        """The token dimension d fixed by Q, K or V (None when all are the identity)."""
+        return self.attention.dim
+
+    @property
+    def num_tokens(self) -> int:
+        """n, the number of tokens the (n, n) bias is for."""
+        return self.bias.shape[0]
 
     def scores(self, x, weights):
         """SelfAttention's scores plus the bias b_ij (−∞ entries mask)."""

@@ -14,7 +14,7 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
 from .._check import accepts_array_likes, check_matrix, check_real_values, check_shape_tokens
-from ._base import check_field_input, weights_from_args
+from ._base import AbstractPureField, check_field_input, weights_from_args
 from ._kernel import attention
 from ._self_attention import SelfAttention
 
@@ -86,7 +86,7 @@ def unrescale(
     return _apply_rows(z, t, lambda s: _propagator(s, V), V.shape[0], "z")
 
 
-class PureSelfAttention(eqx.Module):
+class PureSelfAttention(AbstractPureField):
     r"""Pure self-attention without the tangent projection, paper (9.1), on R^d:
 
         ẋ_i = Σ_j a_ij V x_j,   a_ij = exp(β⟨Q x_i, K x_j⟩) / Σ_k exp(β⟨Q x_i, K x_k⟩).
@@ -96,8 +96,8 @@ class PureSelfAttention(eqx.Module):
     clusters are described by Table 1 of GLPR (docs/maths.md §1.8). Missing Q, K, V are the
     identity.
 
-    Signature ``field(t, x, args) -> (n, d)`` (diffrax's); not an :class:`attnflow.AbstractField`
-    because it is not tangent to the sphere.
+    Signature ``field(t, x, args) -> (n, d)`` (diffrax's); an :class:`attnflow.AbstractPureField`,
+    not an :class:`attnflow.AbstractField`, because it is not tangent to the sphere.
 
     Example:
         >>> import diffrax, jax.numpy as jnp, jax.random as jr, attnflow as af
@@ -119,7 +119,7 @@ class PureSelfAttention(eqx.Module):
         return self.attention.attention_output(x, weights_from_args(args, x.shape[0]))
 
 
-class RescaledSelfAttention(eqx.Module):
+class RescaledSelfAttention(AbstractPureField):
     r"""Pure self-attention in the rescaled variables z = e^{−tV} x, paper (9.3):
 
         ż_i = Σ_j a_ij(t) V (z_j − z_i),

@@ -1,6 +1,8 @@
 """Softmax self-attention (SA, paper (2.3)), its unnormalised variant (USA) and multi-head
 attention (2.7): the attention fields every other variant is built like."""
 
+import warnings
+from collections.abc import Iterator
 from typing import Literal
 
 import equinox as eqx
@@ -18,7 +20,6 @@ from .._check import (
     check_matrix,
     check_real_values,
     check_sa_normalization,
-    check_shape_tokens,
 )
 from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
 
@@ -166,9 +167,6 @@ class SelfAttention(AbstractAttention):
                 return m.shape[1]
         return None
 
-    def check_tokens(self, x):
-        check_tokens_dimension(x, self.dim)
-
     def scores(self, x, weights):
         """q_i = β Q x_i, k_j = K x_j, v_j = V x_j; softmax (SA) or sum with w = 1/n (USA)."""
         queries = project_rows(x, self.Q)
@@ -180,13 +178,6 @@ class SelfAttention(AbstractAttention):
             mask="causal" if self.causal else None,
             normalization="softmax" if self.normalization == "softmax" else "sum",
         )
-
-
-def check_tokens_dimension(x, dim: int | None):
-    """Shape checks of tokens against the dimension d that Q, K, V act on (None: any d)."""
-    check_shape_tokens(x)
-    if dim is not None and x.shape[1] != dim:
-        raise ValueError(f"x: tokens have dimension d = {x.shape[1]} but Q, K, V act on d = {dim}")
 
 
 def project_rows(x, matrix):
@@ -209,14 +200,13 @@ class MultiHeadAttention(AbstractAttention):
     once, at cost O(H(n²k + n d²)) and no Python loop over the heads. Two constructions of the
     same field:
 
-    - ``MultiHeadAttention(heads)``: from a sequence of :class:`SelfAttention` heads on the same
-      d (c = ``scale``, default 1). A missing Q, K or V is materialised as the identity unless
-      every head lacks it; heads of different head dimensions k are padded with zero rows of Q_h
-      and K_h (exact: a zero row adds nothing to ⟨Q_h x, K_h y⟩); β, the normalisation and the
-      mask are per head; the block size is the smallest a head asks for (or ``block_size``).
-    - ``MultiHeadAttention(beta=β, Q=Q, K=K, V=V, scale=c)``: from the stacked arrays, with β
-      shared by the heads or one per head (the random model of
-      :func:`random_multihead_attention` stacks these once more over the layers).
+    - ``MultiHeadAttention(beta, Q, K, V, scale=c)``: from the stacked arrays, with β shared by
+      the heads or one per head (the random model of :func:`random_multihead_attention` stacks
+      these once more over the layers).
+    - :meth:`MultiHeadAttention.from_heads`: from a sequence of :class:`SelfAttention` heads on
+      the same d, each with its own β, normalisation and mask (heads of different head
+      dimensions k padded with zero rows). The former call form ``MultiHeadAttention(heads)``
+      still works, with a DeprecationWarning.
 
     ``logits`` and ``attention_matrix`` are (H, n, n), in head order; :attr:`heads` gives the
     heads back as :class:`SelfAttention` fields. Heads that differ in mask or normalisation are
@@ -228,29 +218,28 @@ class MultiHeadAttention(AbstractAttention):
     a tuple of floats when every head's β is a number, else an (H,) array.
 
     Args:
-        heads: a sequence of :class:`SelfAttention` heads acting on the same d; or leave it out
-            and give the stacked arrays below.
         beta: inverse temperature β (finite, either sign): a scalar shared by the heads, or one
             per head (H,).
         Q, K: (H, k, d) stacked query and key matrices, or ``None`` (the identity, k = d).
         V: (H, d, d) stacked value matrices, or ``None`` (the identity).
         scale: the scalar c in front of the sum over heads (default 1).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA), for every head or one per head
-            (default ``"softmax"``; from ``heads``, each head's own).
-        causal: mask j > i, for every head or one per head (default False; from ``heads``, each
-            head's own).
+            (default ``"softmax"``).
+        causal: mask j > i, for every head or one per head (default False).
         block_size: ``None`` (dense up to n = 4096, blocked above) or a positive integer to force
             the blocked kernel with that block size.
+        heads: deprecated, use :meth:`MultiHeadAttention.from_heads`.
 
     Example:
         >>> import jax.numpy as jnp, jax.random as jr, attnflow as af
         >>> x = af.random_tokens(jr.key(0), 6, 4)
-        >>> mha = af.MultiHeadAttention([af.SelfAttention(1.0), af.SelfAttention(2.0)])
+        >>> mha = af.MultiHeadAttention.from_heads([af.SelfAttention(1.0), af.SelfAttention(2.0)])
         >>> mha(0.0, x, None).shape, mha.attention_matrix(x).shape
         ((6, 4), (2, 6, 6))
         >>> Q = jr.normal(jr.key(1), (3, 2, 4))  # H = 3 heads, k = 2, d = 4
-        >>> stacked = af.MultiHeadAttention(beta=1.0, Q=Q, K=Q, scale=0.5)
-        >>> heads = af.MultiHeadAttention([af.SelfAttention(1.0, Q[h], Q[h]) for h in range(3)])
+        >>> stacked = af.MultiHeadAttention(1.0, Q, Q, scale=0.5)
+        >>> heads = [af.SelfAttention(1.0, Q[h], Q[h]) for h in range(3)]
+        >>> heads = af.MultiHeadAttention.from_heads(heads)
         >>> bool(jnp.allclose(stacked(0.0, x), 0.5 * heads(0.0, x)))
         True
     """
@@ -267,32 +256,29 @@ class MultiHeadAttention(AbstractAttention):
 
     def __init__(
         self,
-        heads=None,
-        *,
         beta=None,
         Q=None,
         K=None,
         V=None,
+        *,
         scale=1.0,
-        normalization=None,
-        causal=None,
+        normalization="softmax",
+        causal=False,
         block_size=None,
+        heads=None,
     ):
-        if heads is not None:
-            stacked = dict(beta=beta, Q=Q, K=K, V=V, normalization=normalization, causal=causal)
-            given = [name for name, value in stacked.items() if value is not None]
-            if given:
-                raise ValueError(
-                    f"heads: give either the heads or the stacked arrays, not both (got heads "
-                    f"and {', '.join(given)}); each head carries its own β, Q, K, V, "
-                    "normalization and causal"
-                )
+        if heads is not None or _is_heads(beta):
+            # Deprecated call forms MultiHeadAttention(heads) and MultiHeadAttention(heads=...).
+            heads = _deprecated_heads(
+                beta if heads is None else heads, heads, beta, Q, K, V, normalization, causal
+            )
             beta, Q, K, V, normalization, causal, head_block = _stack_heads(heads)
             block_size = head_block if block_size is None else block_size
         elif beta is None:
             raise ValueError(
-                "heads: expected a sequence of SelfAttention heads, or the stacked arrays "
-                "beta=..., Q=..., K=..., V=...; got neither"
+                "beta: expected β (a scalar shared by the heads, or one per head) with the "
+                "stacked arrays Q, K, V; to build the field from SelfAttention heads use "
+                "MultiHeadAttention.from_heads(heads)"
             )
         Q, K, V, num_heads = _check_stacked(Q, K, V)
         beta, num_heads = _check_head_betas(beta, num_heads)
@@ -301,14 +287,44 @@ class MultiHeadAttention(AbstractAttention):
         self.scale = hyperparameter(check_finite_scalar(scale, "scale"))
         self.num_heads = num_heads
         self.normalization = _per_head(
-            "softmax" if normalization is None else normalization,
-            "normalization",
-            num_heads,
-            check_sa_normalization,
+            normalization, "normalization", num_heads, check_sa_normalization
         )
-        causal = False if causal is None else causal
         self.causal = _per_head(causal, "causal", num_heads, check_bool)
         self.block_size = check_block_size(block_size)
+
+    @classmethod
+    def from_heads(cls, heads, *, scale=1.0, block_size=None) -> "MultiHeadAttention":
+        r"""The multi-head field of a sequence of :class:`SelfAttention` heads on the same d:
+        their β, Q, K, V, normalisation and mask stacked per head (c = ``scale``). A missing Q,
+        K or V is materialised as the identity unless every head lacks it; heads of different
+        head dimensions k are padded with zero rows of Q_h and K_h (exact: a zero row adds
+        nothing to ⟨Q_h x, K_h y⟩); the block size is the smallest a head asks for (or
+        ``block_size``).
+
+        Args:
+            heads: a non-empty sequence of :class:`SelfAttention` heads acting on the same d.
+            scale: the scalar c in front of the sum over heads (default 1).
+            block_size: ``None`` (the smallest block size of the heads) or a positive integer.
+
+        Example:
+            >>> import jax.random as jr, attnflow as af
+            >>> x = af.random_tokens(jr.key(0), 6, 4)
+            >>> heads = [af.SelfAttention(1.0), af.SelfAttention(2.0)]
+            >>> mha = af.MultiHeadAttention.from_heads(heads)
+            >>> mha.num_heads, mha.beta
+            (2, (1.0, 2.0))
+        """
+        beta, Q, K, V, normalization, causal, head_block = _stack_heads(heads)
+        return cls(
+            beta,
+            Q,
+            K,
+            V,
+            scale=scale,
+            normalization=normalization,
+            causal=causal,
+            block_size=head_block if block_size is None else block_size,
+        )
 
     @property
     def dim(self) -> int | None:
@@ -357,9 +373,6 @@ class MultiHeadAttention(AbstractAttention):
             norms if isinstance(norms, tuple) else (norms,) * H,
             causal if isinstance(causal, tuple) else (causal,) * H,
         )
-
-    def check_tokens(self, x):
-        check_tokens_dimension(x, self.dim)
 
     def scores(self, x, weights):
         """q^h_i = β_h Q_h x_i, k^h_j = K_h x_j, v^h_j = c V_h x_j on the head axis; runs of
@@ -415,6 +428,33 @@ def _per_head(value, name, num_heads, check):
         )
     values = tuple(check(v, f"{name}[{h}]") for h, v in enumerate(value))
     return values[0] if len(set(values)) == 1 else values
+
+
+def _is_heads(value) -> bool:
+    """Whether the first argument is the deprecated sequence of heads rather than β."""
+    if isinstance(value, AbstractAttention | Iterator):
+        return True
+    return isinstance(value, list | tuple) and any(isinstance(v, AbstractAttention) for v in value)
+
+
+def _deprecated_heads(heads, heads_keyword, beta, Q, K, V, normalization, causal):
+    """The heads of the deprecated call forms, with a warning naming ``from_heads``; the stacked
+    arrays must not come with them."""
+    warnings.warn(
+        "MultiHeadAttention(heads) is deprecated: use MultiHeadAttention.from_heads(heads)",
+        DeprecationWarning,
+        stacklevel=5,  # the caller, past eqx's Module.__call__ (two frames)
+    )
+    stacked = dict(beta=None if heads_keyword is None else beta, Q=Q, K=K, V=V)
+    given = [name for name, value in stacked.items() if value is not None]
+    given += ["normalization"] * (normalization != "softmax") + ["causal"] * (causal is not False)
+    if given:
+        raise ValueError(
+            f"heads: give either the heads or the stacked arrays, not both (got heads "
+            f"and {', '.join(given)}); each head carries its own β, Q, K, V, "
+            "normalization and causal"
+        )
+    return heads
 
 
 def _stack_heads(heads):

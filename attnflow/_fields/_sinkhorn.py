@@ -224,8 +224,10 @@ class SinkhornAttention(AbstractAttention):
         self.iterations = int(iterations)
         self.tolerance = None if tolerance is None else float(tolerance)
 
-    def check_tokens(self, x):
-        self.attention.check_tokens(x)
+    @property
+    def dim(self) -> int | None:
+        """The token dimension d fixed by Q, K or V (None when all are the identity)."""
+        return self.attention.dim
 
     def scores(self, x, weights):
         """Scores whose bias carries the Sinkhorn scalings: b_ij = u_i + v_j.

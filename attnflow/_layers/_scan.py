@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import check_finite_scalar, check_nonzero_rows, check_size, check_tokens
+from .._fields._base import AbstractField
 
 
 def check_num_layers(num_layers, per_layer: int = 1) -> int:
@@ -77,10 +78,12 @@ def iterate_layers(
 
 
 def residual_update(field: Callable, t, x, args):
-    """The update a residual block adds: ``field.residual`` (the unprojected attention output for
-    attention fields) where the field has one, else the field itself."""
-    residual = getattr(field, "residual", None)
-    return field(t, x, args) if residual is None else residual(t, x, args)
+    """The update a residual block adds: ``field.residual`` for an :class:`AbstractField` (the
+    unprojected attention output for attention fields), else the field itself (an
+    :class:`AbstractPureField`, which has no projection to leave out, or any callable)."""
+    if isinstance(field, AbstractField):
+        return field.residual(t, x, args)
+    return field(t, x, args)
 
 
 __all__ = [

@@ -18,7 +18,7 @@ from .._check import (
     is_traced,
 )
 from .._sphere import random_tokens
-from ..measures._mean_field import sliced_wasserstein
+from ..measures._sampling import sliced_wasserstein
 from ._grid import AbstractDensityGrid
 from ._solve import check_density, default_resolution_tol, spectral_tail
 

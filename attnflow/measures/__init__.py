@@ -8,7 +8,7 @@ from ._kde import (
     kde_modes as kde_modes,
 )
 from ._losses import sinkhorn_divergence as sinkhorn_divergence, squared_mmd as squared_mmd
-from ._mean_field import (
+from ._sampling import (
     sliced_wasserstein as sliced_wasserstein,
     von_mises_fisher as von_mises_fisher,
     von_mises_fisher_mixture as von_mises_fisher_mixture,

@@ -68,7 +68,7 @@ def attention_field(model, layer: int, *, beta=None) -> MultiHeadAttention:
         rows = slice(h * dh, (h + 1) * dh)
         V_h = W_o[:, rows] @ W_v[rows, :]
         heads.append(SelfAttention(jnp.asarray(beta, W_q.dtype), W_q[rows], W_k[rows], V_h))
-    return MultiHeadAttention(heads)
+    return MultiHeadAttention.from_heads(heads)
 
 
 def attention_stack(model, layers=None, *, beta=None, step=1.0) -> PiecewiseConstant:

@@ -36,7 +36,7 @@ from .._energy import InteractionEnergy
 from .._layers import layers as _layers
 from .._solve import solve
 from ..measures._losses import squared_mmd
-from ..measures._mean_field import sliced_wasserstein
+from ..measures._sampling import sliced_wasserstein
 from ._attention import attention_stack
 from ._load import HiddenStates, PretrainedModel
 

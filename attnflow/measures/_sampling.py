@@ -1,4 +1,5 @@
-"""The mean-field limit: initial measures on the sphere and distances between empirical measures.
+"""Sampled measures on the sphere: von Mises–Fisher samples (initial measures of the mean-field
+limit) and the sliced Wasserstein distance between empirical measures (random projections).
 
 Remark 3.3 of the paper: if μ_n(0) → μ(0) in W_1, the particle flow μ_n(t) stays within
 e^{Lt} W_1(μ_n(0), μ(0)) of the continuity-equation solution μ(t) (Dobrushin). For i.i.d.
