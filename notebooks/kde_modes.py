@@ -93,7 +93,8 @@ for k, b in enumerate(data["betas"]):
     sa = f", SA plateau {data['sa'][k].mean():5.2f}" if "sa" in data else ""
     print(
         f"β = {b:5.1f}: KDE modes {data['kde_modes'][k].mean():5.2f}, "
-        f"USA plateau {data['usa'][k].mean():5.2f}{sa}, √(β log β) = {np.sqrt(b * np.log(b)):5.2f}, "
+        f"USA plateau {data['usa'][k].mean():5.2f}{sa}, "
+        f"√(β log β) = {np.sqrt(b * np.log(b)):5.2f}, "
         f"BPA k_max {data['bpa_kmax'][k]}"
     )
 # The clusters are those of the density estimate to within about one cluster per realisation.

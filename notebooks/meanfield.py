@@ -73,8 +73,15 @@ print(
     + ", ".join(f"n = {int(n)}: {data[f'bumps_{int(n)}']}" for n in data["ns"])
 )
 fig = figure.plot(data, params)
-if os.environ.get("ATTNFLOW_OUT"):
-    fig.savefig(os.path.join(os.environ["ATTNFLOW_OUT"], "meanfield.png"), dpi=130)
+
+# %% [markdown]
+# Run as a script with `ATTNFLOW_OUT=folder`, this notebook saves its figures there as PNG
+# (`meanfield.png`, …; `attnflow.plot.save_figures`).
+
+# %%
+from attnflow import plot  # noqa: E402
+
+plot.save_figures("meanfield")
 
 # %%
 assert rate_error < 1e-3, rate_error

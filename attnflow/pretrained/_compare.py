@@ -330,12 +330,12 @@ def compare_with_flow(
         >>> cmp.agreement.shape  # doctest: +SKIP
         (7,)
     """
-    check_instance(model, "model", PretrainedModel, _MODEL_HINT)
     if not isinstance(text, str):
         raise ValueError(
             f"text: expected one string (compare one text at a time; loop over a list of "
             f"texts), got {type(text).__name__}"
         )
+    check_instance(model, "model", PretrainedModel, _MODEL_HINT)
     key = _check_compare_args(method, rescale, rtol, atol, kappa, num_projections, key)
     num_layers = model.config.num_hidden_layers
     layers = list(range(num_layers) if layers is None else layers)

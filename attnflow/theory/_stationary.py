@@ -125,8 +125,9 @@ def stationary_critical_kappa(
     (USA) κ_c falls like β^{(d+1)/2} e^{−β}: the drift grows like e^β.
 
     Args:
-        beta: β ≥ 0. d: the sphere S^{d−1} (d ≥ 2). normalization: ``"softmax"`` (SA) or
-            ``"n"`` (USA).
+        beta: β ≥ 0.
+        d: the sphere S^{d−1} (d ≥ 2).
+        normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Example:
         >>> from attnflow import theory
@@ -370,7 +371,9 @@ def stationary_order_parameter(
 
     Args:
         kappa: κ ≥ 0, a scalar or an array (broadcast).
-        beta: β ≥ 0. d: the sphere S^{d−1}. normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
+        beta: β ≥ 0.
+        d: the sphere S^{d−1}.
+        normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Example:
         >>> from attnflow import theory
@@ -438,7 +441,9 @@ def stationary_branches(
     κ(r) = A_d^{-1}(r)/r, increasing (supercritical pitchfork at κ_c = d).
 
     Args:
-        kappas: 1-d grid of κ ≥ 0. beta: β ≥ 0. d: the sphere S^{d−1}.
+        kappas: 1-d grid of κ ≥ 0.
+        beta: β ≥ 0.
+        d: the sphere S^{d−1}.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Example:
