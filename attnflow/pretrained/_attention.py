@@ -3,8 +3,9 @@
 import jax.numpy as jnp
 import numpy as np
 
-from .. import MultiHeadAttention, PiecewiseConstant, SelfAttention
 from .._check import check_positive_scalar
+from .._fields._piecewise import PiecewiseConstant
+from .._fields._self_attention import MultiHeadAttention, SelfAttention
 from ._encoder import Encoder
 
 
