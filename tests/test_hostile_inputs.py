@@ -15,6 +15,7 @@ import pytest
 import attnflow as af
 import attnflow.models as models
 import attnflow.pretrained as pretrained
+import attnflow.theory as theory
 
 X = af.random_tokens(jr.key(0), 4, 3)
 
@@ -111,7 +112,7 @@ def test_hardmax_of_integer_logits_and_masked_rows():
 
 
 def test_pair_models_name_theta0_for_coincident_angles():
-    for model in (models.collision_model, models.staircase_plateaus):
+    for model in (models.collision_model, theory.staircase_plateaus):
         with pytest.raises(ValueError, match=r"theta0: expected distinct angles"):
             model(np.array([0.0, 2 * np.pi, 1.0, 2.0]), 4.0)
 

@@ -119,7 +119,7 @@ def test_keys_legacy_accepted_int_seed_refused():
     for call in (
         lambda: af.random_tokens(3, 4, 3),
         lambda: af.orthogonal_tokens(2, 3, 3),
-        lambda: af.von_mises_fisher(3, jnp.array([1.0, 0.0, 0.0]), 1.0, 4),
+        lambda: af.measures.von_mises_fisher(3, jnp.array([1.0, 0.0, 0.0]), 1.0, 4),
     ):
         with pytest.raises(
             ValueError, match=r"key: expected a JAX PRNG key, got 3 \(int\); make one"
@@ -142,7 +142,7 @@ def test_budgets_refuse_before_work():
     ):
         af.solve(af.SelfAttention(1.0), x, 1e12)
     with pytest.raises(ValueError, match=r"samples: expected a request of at most .* grid points"):
-        af.kde_mode_count([0.0, 1e6], 1e10)
+        af.measures.kde_mode_count([0.0, 1e6], 1e10)
 
 
 def test_bools_and_dict_keys():
@@ -154,7 +154,7 @@ def test_bools_and_dict_keys():
     ):
         af.inner_product_histogram(x, normalize="False")
     with pytest.raises(ValueError, match=r"circular: expected a bool"):
-        af.kde_mode_count([0.0, 1.0], 4.0, circular="False")
+        af.measures.kde_mode_count([0.0, 1.0], 4.0, circular="False")
     with pytest.raises(
         ValueError, match=r"weights: expected finite non-negative weights with a positive"
     ):

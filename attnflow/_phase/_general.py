@@ -56,7 +56,7 @@ class FieldFamily(eqx.Module):
 
     Example:
         >>> import jax.random as jr, attnflow as af
-        >>> fam = af.FieldFamily(heads=2, causal=True)
+        >>> fam = af.FieldFamily(causal=True)  # one causal head (heads=H needs an ensemble)
         >>> P = af.phase_diagram(jr.key(0), n=4, d=3, betas=[1.0], ts=[0.0, 20.0],
         ...                      realizations=4, family=fam, progress=False)
         >>> P.shape
