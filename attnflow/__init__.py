@@ -63,7 +63,6 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         PositionalAttention as PositionalAttention,
         alibi_bias as alibi_bias,
         alibi_slopes as alibi_slopes,
-        retrieval_profile as retrieval_profile,
     )
     from ._fields._pure import (
         PureSelfAttention as PureSelfAttention,
@@ -122,6 +121,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         phase_diagram_result as phase_diagram_result,
     )
     from ._random_weights import random_multihead_attention as random_multihead_attention
+    from ._retrieval import retrieval_profile as retrieval_profile
     from ._sharding import (
         sharded_ensemble_solve as sharded_ensemble_solve,
         sharded_solve as sharded_solve,

@@ -957,3 +957,14 @@ def check_unit_rows(x, name: str = "x"):
             f"{worst:.6g}; project them first with attnflow.normalize"
         )
     return x
+
+
+def hyperparameter(value):
+    """A scalar setting kept as given: a Python or NumPy number stays a Python ``float``
+    (a hyperparameter: not an array leaf, so ``eqx.filter_grad`` and optax leave it alone, and
+    ``eqx.filter_jit`` treats it as static), an array or tracer becomes a JAX array (a parameter:
+    trained and differentiated). This is equinox's own convention (``eqx.nn.Dropout(p)``);
+    see the conventions page, "Which parameters are trained"."""
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+        return float(value)
+    return jnp.asarray(value)

@@ -14,6 +14,7 @@ from ._check import (
     check_symmetric,
     check_tokens,
     check_weights,
+    hyperparameter,
     is_traced,
 )
 
@@ -103,8 +104,6 @@ class InteractionEnergy(AbstractEnergy):
     def __init__(self, beta, A=None):
         # A number is a hyperparameter (fixed under training), an array a parameter
         # (docs/conventions.md, "Which parameters are trained").
-        from ._fields._base import hyperparameter  # here: _fields imports this module
-
         self.beta = hyperparameter(check_beta(beta, positive=True, signed=True))
         self.A = check_form(A, "the interaction energy")
 

@@ -7,9 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._check import check_beta, check_weights, expected
+from ._check import check_beta, check_weights, expected, hyperparameter
 from ._energy import AbstractEnergy, check_energy_input, check_form, default_weights
-from ._fields._base import hyperparameter
 from ._sphere import project_tangent
 
 

@@ -132,17 +132,6 @@ def check_field_input(x, name: str = "x", *, nonzero: bool = True):
     return x
 
 
-def hyperparameter(value):
-    """A scalar setting kept as given: a Python or NumPy number stays a Python ``float``
-    (a hyperparameter: not an array leaf, so ``eqx.filter_grad`` and optax leave it alone, and
-    ``eqx.filter_jit`` treats it as static), an array or tracer becomes a JAX array (a parameter:
-    trained and differentiated). This is equinox's own convention (``eqx.nn.Dropout(p)``);
-    see the conventions page, "Which parameters are trained"."""
-    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
-        return float(value)
-    return jnp.asarray(value)
-
-
 def check_real(matrix, name: str):
     """Complex parameters would silently lose their imaginary part: reject them."""
     if jnp.iscomplexobj(matrix):
@@ -389,5 +378,4 @@ __all__ = [
     "per_head",
     "weights_from_args",
     "check_field_input",
-    "hyperparameter",
 ]

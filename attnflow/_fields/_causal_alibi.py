@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_beta, is_traced
-from ._base import AbstractAttention, AttentionScores, hyperparameter
+from .._check import check_beta, hyperparameter, is_traced
+from ._base import AbstractAttention, AttentionScores
 
 
 class CausalALiBiAttention(AbstractAttention):

@@ -20,8 +20,9 @@ from .._check import (
     check_matrix,
     check_real_values,
     check_sa_normalization,
+    hyperparameter,
 )
-from ._base import AbstractAttention, AttentionScores, check_real, hyperparameter
+from ._base import AbstractAttention, AttentionScores, check_real
 
 
 class SelfAttention(AbstractAttention):

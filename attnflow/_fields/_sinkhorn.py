@@ -34,10 +34,11 @@ from .._check import (
     check_shape_tokens,
     check_symmetric,
     check_weights,
+    hyperparameter,
     is_traced,
 )
 from .._energy import AbstractEnergy, default_weights
-from ._base import AbstractAttention, hyperparameter
+from ._base import AbstractAttention
 from ._self_attention import SelfAttention
 
 
