@@ -32,7 +32,11 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         inner_product_histogram as inner_product_histogram,
         wasserstein_to_dirac as wasserstein_to_dirac,
     )
-    from ._energy import AbstractEnergy as AbstractEnergy, InteractionEnergy as InteractionEnergy
+    from ._energy import (
+        AbstractEnergy as AbstractEnergy,
+        AbstractRescaledEnergy as AbstractRescaledEnergy,
+        InteractionEnergy as InteractionEnergy,
+    )
     from ._ensembles import (
         FIG5_ENSEMBLES as FIG5_ENSEMBLES,
         GPT2_ENSEMBLE as GPT2_ENSEMBLE,
@@ -99,6 +103,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
     )
     from ._metric import (
         AbstractMetric as AbstractMetric,
+        AbstractRescaledMetric as AbstractRescaledMetric,
         AttentionMetric as AttentionMetric,
         WassersteinMetric as WassersteinMetric,
         riemannian_gradient as riemannian_gradient,

@@ -23,7 +23,7 @@ from ._check import (
     expected,
     is_traced,
 )
-from ._energy import check_energy_input, default_weights
+from ._energy import AbstractEnergy, check_energy_input, default_weights, scaled_energy
 from ._sphere import unit_rows
 
 
@@ -296,8 +296,9 @@ def energy_along(
 ) -> Float[Array, "*time"]:
     """The energy E(x(t)) at every saved state of a trajectory (e.g. ``sol.ys``).
 
-    With ``log_shift`` the function returns E(x(t)) · exp(−log_shift) through the energy's
-    overflow-safe ``scaled`` method (:class:`attnflow.AbstractEnergy`): for
+    With ``log_shift`` the function returns E(x(t)) · exp(−log_shift), for an
+    :class:`attnflow.AbstractEnergy`: through the overflow-safe ``scaled`` method of an
+    :class:`attnflow.AbstractRescaledEnergy`, else as the plain product. For
     ``InteractionEnergy(β)`` and ``log_shift=β``, 2β · energy_along(...) is
     (1/n²) Σ_ij exp(β(⟨x_i, x_j⟩ − 1)) ∈ (0, 1], the normalisation of the metastability staircase
     (docs/maths.md §10), finite at any β.
@@ -334,10 +335,10 @@ def energy_along(
     weights = check_weights(weights, shape[-2])
     if log_shift is not None and not is_traced(log_shift):
         check_finite_scalar(log_shift, "log_shift")
-    if log_shift is not None and not hasattr(energy, "scaled"):
+    if log_shift is not None and not isinstance(energy, AbstractEnergy):
         raise ValueError(
-            f"energy: log_shift needs an AbstractEnergy with a `scaled` method, got "
-            f"{type(energy).__name__}"
+            f"energy: log_shift needs an AbstractEnergy (rescaled by its own `scaled` if it is "
+            f"an AbstractRescaledEnergy), got {type(energy).__name__}"
         )
     flat = jnp.reshape(trajectory, (-1, *shape[-2:]))
     return jnp.reshape(_energies(flat, energy, weights, log_shift), shape[:-2])
@@ -347,7 +348,7 @@ def energy_along(
 def _energies(flat, energy, weights, log_shift):
     if log_shift is None:
         return jax.vmap(lambda x: energy(x, weights))(flat)
-    return jax.vmap(lambda x: energy.scaled(x, weights, log_shift))(flat)
+    return jax.vmap(lambda x: scaled_energy(energy, x, weights, log_shift))(flat)
 
 
 def wasserstein_to_dirac(

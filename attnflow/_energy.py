@@ -47,8 +47,19 @@ def default_weights(n: int, dtype) -> Float[Array, " n"]:
 class AbstractEnergy(eqx.Module):
     """A differentiable energy E(x, weights) of one system of tokens x: (n, d) → scalar.
 
-    Subclasses implement ``__call__``. Energies are evaluated on the Euclidean extension, so
-    autodiff gives the Euclidean gradient; :func:`attnflow.riemannian_gradient` projects it.
+    Subclasses implement ``__call__`` (its only method, abstract). Energies are evaluated on the
+    Euclidean extension, so autodiff gives the Euclidean gradient;
+    :func:`attnflow.riemannian_gradient` projects it. An energy that can overflow (exponential
+    in β) subclasses :class:`attnflow.AbstractRescaledEnergy` instead and gives its rescaled form.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> class Spread(af.AbstractEnergy):
+        ...     def __call__(self, x, weights=None):
+        ...         return -0.5 * jnp.sum((x - x.mean(0, keepdims=True)) ** 2)
+        >>> x = af.orthogonal_tokens(2, 2)
+        >>> af.riemannian_gradient(Spread(), af.AttentionMetric(1.0), x).shape
+        (2, 2)
     """
 
     @abc.abstractmethod
@@ -57,17 +68,72 @@ class AbstractEnergy(eqx.Module):
     ) -> Float[Array, ""]:
         raise NotImplementedError
 
-    def scaled(self, x, weights, log_shift):
-        """E(x) · exp(−log_shift), for energies that would overflow. Override to be stable."""
-        return self(x, weights) * jnp.exp(-log_shift)
 
-    def log_scale(self, x, weights):
-        """A (non-differentiated) log of the energy's magnitude, used to rescale it. Default 0."""
-        del x, weights
-        return jnp.zeros(())
+class AbstractRescaledEnergy(AbstractEnergy):
+    r"""An energy that can overflow, evaluated through its rescaled form: subclasses implement
+    the two abstract methods
+
+    - ``scaled(x, weights, log_shift)`` = E(x) · exp(−log_shift), computed without forming E(x)
+      (for an exponential energy: the shift subtracted inside the exponent);
+    - ``log_scale(x, weights)``: a log of the energy's magnitude (not differentiated), the
+      shift that keeps ``scaled`` of order one;
+
+    and ``__call__`` is final: E(x) = scaled(x, w, s) · e^s with s = log_scale(x, w).
+    :func:`attnflow.riemannian_gradient` rescales such an energy together with an
+    :class:`attnflow.AbstractRescaledMetric` (the gradient is unchanged, and finite at β = 100
+    in float32), and :func:`attnflow.energy_along` uses ``scaled`` for its ``log_shift``. An
+    energy that only subclasses :class:`attnflow.AbstractEnergy` is rescaled by the plain
+    factor exp(−log_shift), with log-scale 0.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, attnflow as af
+        >>> class Exponential(af.AbstractRescaledEnergy):  # E(x) = exp(β Σ_i x_i1)
+        ...     beta: float = 1000.0
+        ...     def scaled(self, x, weights, log_shift):
+        ...         return jnp.exp(self.beta * jnp.sum(x[:, 0]) - log_shift)
+        ...     def log_scale(self, x, weights):
+        ...         return jax.lax.stop_gradient(self.beta * jnp.sum(x[:, 0]))
+        >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+        >>> float(Exponential().scaled(x, None, 1000.0)), bool(jnp.isinf(Exponential()(x)))
+        (1.0, True)
+    """
+
+    @abc.abstractmethod
+    def scaled(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None, log_shift
+    ) -> Float[Array, ""]:
+        """E(x) · exp(−log_shift), computed stably."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def log_scale(
+        self, x: Float[Array, "n d"], weights: Float[Array, " n"] | None
+    ) -> Float[Array, ""]:
+        """A (non-differentiated) log of the energy's magnitude, used to rescale it."""
+        raise NotImplementedError
+
+    def __call__(self, x, weights=None):
+        shift = self.log_scale(x, weights)
+        return self.scaled(x, weights, shift) * jnp.exp(shift)
 
 
-class InteractionEnergy(AbstractEnergy):
+def scaled_energy(energy: AbstractEnergy, x, weights, log_shift):
+    """E(x) · exp(−log_shift): the energy's own rescaled form for an
+    :class:`AbstractRescaledEnergy`, the plain product for any other :class:`AbstractEnergy`."""
+    if isinstance(energy, AbstractRescaledEnergy):
+        return energy.scaled(x, weights, log_shift)
+    return energy(x, weights) * jnp.exp(-log_shift)
+
+
+def energy_log_scale(energy: AbstractEnergy, x, weights):
+    """The log-scale by which ``energy`` is rescaled: its own for an
+    :class:`AbstractRescaledEnergy`, 0 for any other :class:`AbstractEnergy`."""
+    if isinstance(energy, AbstractRescaledEnergy):
+        return energy.log_scale(x, weights)
+    return jnp.zeros(())
+
+
+class InteractionEnergy(AbstractRescaledEnergy):
     r"""The interaction energy of paper (3.5), for an empirical measure Σ_i w_i δ_{x_i}:
 
         E_β(x) = 1/(2β) Σ_{i,j} w_i w_j exp(β x_iᵀ A x_j),
@@ -85,6 +151,9 @@ class InteractionEnergy(AbstractEnergy):
     Args:
         beta: inverse temperature β ≠ 0 (scalar, either sign).
         A: (d, d) symmetric bilinear form; A = QᵀK in the §3.4 gradient-flow identity.
+
+    An :class:`attnflow.AbstractRescaledEnergy`: ``scaled(x, weights, s)`` subtracts s inside
+    the exponent and ``log_scale`` is max_ij β x_iᵀAx_j, so the sum never overflows.
 
     Calling it on ``x`` of shape (n, d) gives a scalar. A (T, n, d) trajectory is refused with
     "expected (n, d), got (T, n, d)": an energy is a function of one system (its gradient is what
@@ -131,6 +200,14 @@ class InteractionEnergy(AbstractEnergy):
         beta = jnp.asarray(self.beta, x.dtype)
         return jax.lax.stop_gradient(jnp.max(beta * self._similarity(x)))
 
-    def __call__(self, x, weights=None):
-        shift = self.log_scale(x, weights)
-        return self.scaled(x, weights, shift) * jnp.exp(shift)
+
+__all__ = [
+    "AbstractEnergy",
+    "AbstractRescaledEnergy",
+    "InteractionEnergy",
+    "check_energy_input",
+    "check_form",
+    "default_weights",
+    "energy_log_scale",
+    "scaled_energy",
+]
