@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_int, check_sa_normalization, expected, is_traced
-from ._grid import AbstractDensityGrid
+from .._check import check_int, check_sa_normalization, is_traced
+from ._grid import AbstractDensityGrid, check_node_count
 
 
 def _default_kernel_points(modes: int) -> int:
@@ -73,16 +73,8 @@ class CircleGrid(AbstractDensityGrid):
     def __init__(self, modes: int, *, points: int | None = None, kernel_points: int | None = None):
         self.modes = check_int(modes, "modes", low=4)
         low = 3 * self.modes + 1
-        if points is None:
-            points = low
-        points = check_int(points, "points")
-        if points < low:
-            expected(
-                "points",
-                f"at least 3K + 1 = {low} nodes for K = {self.modes} modes (alias-free products)",
-                points,
-            )
-        self.points = points
+        why = f"at least 3K + 1 = {low} nodes for K = {self.modes} modes (alias-free products)"
+        self.points = check_node_count(points, "points", low, why)
         if kernel_points is None:
             kernel_points = _default_kernel_points(self.modes)
         self.kernel_points = check_int(kernel_points, "kernel_points", low=2 * self.modes + 2)

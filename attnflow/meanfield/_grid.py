@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._check import check_int, expected
+
 
 class AbstractDensityGrid(eqx.Module):
     """A spectral grid on S^{d-1}: coefficients ↔ values on quadrature nodes.
@@ -108,6 +110,17 @@ class AbstractDensityGrid(eqx.Module):
         """Check (under jit: ``eqx.error_if``) that the grid resolves the kernel e^{β⟨x,y⟩};
         returns β. Default: no check."""
         return beta
+
+
+def check_node_count(value, name: str, low: int, why: str) -> int:
+    """A grid's number of quadrature nodes ``name``: ``low`` (the alias-free minimum) when None,
+    else an integer ≥ ``low``; ``why`` says what ``low`` is, for the error."""
+    if value is None:
+        value = low
+    value = check_int(value, name)
+    if value < low:
+        expected(name, why, value)
+    return value
 
 
 def _reproducing_kernel(t, max_degree: int, dimension: int):

@@ -61,9 +61,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_finite_scalar, check_int, check_sa_normalization, expected
+from .._check import check_finite_scalar, check_int, check_sa_normalization
 from . import _sphere_legendre as legendre
-from ._grid import AbstractDensityGrid
+from ._grid import AbstractDensityGrid, check_node_count
 
 # Miller's backward recurrence starts this far above N: the truncation error of s_ℓ at ℓ ≤ N is
 # about exp(−(S² − N²)/|β|) for S ≤ |β| and decays faster past S ≈ |β|, so 300 extra degrees
@@ -155,17 +155,11 @@ class SphereGrid(AbstractDensityGrid):
     def __init__(self, degree: int, *, latitudes: int | None = None):
         self.degree = check_int(degree, "degree", low=2)
         low = (3 * self.degree) // 2 + 1
-        if latitudes is None:
-            latitudes = low
-        latitudes = check_int(latitudes, "latitudes")
-        if latitudes < low:
-            expected(
-                "latitudes",
-                f"at least ⌊3N/2⌋ + 1 = {low} Gauss–Legendre latitudes for degree N = "
-                f"{self.degree} (alias-free products)",
-                latitudes,
-            )
-        self.latitudes = latitudes
+        why = (
+            f"at least ⌊3N/2⌋ + 1 = {low} Gauss–Legendre latitudes for degree N = "
+            f"{self.degree} (alias-free products)"
+        )
+        self.latitudes = check_node_count(latitudes, "latitudes", low, why)
         self.dimension = 3
 
     # --- layout --------------------------------------------------------------------------------

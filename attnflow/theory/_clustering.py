@@ -61,6 +61,17 @@ def _check_nonnegative(x, name):
     return _float_array(x, name, low=0)
 
 
+def check_inner_product_arguments(t, n, beta, normalization):
+    """``(t, n, beta)`` of an inner-product curve γ_β(t) (orthogonal or equiangular start)
+    checked: n an integer ≥ 2, the normalisation "softmax" or "n", t and β finite and ≥ 0
+    (float arrays; ``eqx.error_if`` when traced)."""
+    n = _check_n(n)
+    check_sa_normalization(normalization)
+    t = _check_nonnegative(t, "t")
+    beta = _check_nonnegative(beta, "beta")
+    return t, n, beta
+
+
 def _series(x, terms, update):
     """Σ_{k=1}^{terms-1} p_k / k with p_0 = 1 and p_k = update(p_{k-1}, k), elementwise."""
 
@@ -255,10 +266,7 @@ def orthogonal_inner_product(
         >>> [round(float(v), 4) for v in g]
         [0.0, 0.2307, 1.0]
     """
-    n = _check_n(n)
-    check_sa_normalization(normalization)
-    t = _check_nonnegative(t, "t")
-    beta = _check_nonnegative(beta, "beta")
+    t, n, beta = check_inner_product_arguments(t, n, beta, normalization)
     dtype = jnp.result_type(t, beta)
     t, beta = t.astype(dtype), beta.astype(dtype)
     return _orthogonal_inner_product_jit(t, beta, jnp.asarray(n, dtype), normalization)

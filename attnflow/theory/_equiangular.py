@@ -38,6 +38,7 @@ from ._clustering import (
     _iterations,
     _scaled_e1,
     _scaled_ei,
+    check_inner_product_arguments,
 )
 
 
@@ -200,10 +201,7 @@ def equiangular_inner_product(
         >>> [round(float(r), 4) for r in rho]
         [0.3, 0.7162, 1.0]
     """
-    n = _check_n(n)
-    check_sa_normalization(normalization)
-    t = _check_nonnegative(t, "t")
-    beta = _check_nonnegative(beta, "beta")
+    t, n, beta = check_inner_product_arguments(t, n, beta, normalization)
     rho0 = _check_rho0(rho0, n)
     dtype = jnp.result_type(t, beta, rho0, float)
     return _inner_product_jit(
