@@ -424,31 +424,20 @@ def solve_density(
     # One compiled program per (grid, shapes, dtype, normalization, solver, adjoint, max_steps,
     # noise or not): β, λ, κ, the density, the times and all tolerances (resolution_tol too)
     # are traced arguments, so a new value of any of them reuses it.
+    model = (beta, value_scale, inverse_kappa)
     out, final_tail, final_min = _solve_core(
         grid,
         density0,
-        beta,
-        value_scale,
-        inverse_kappa,
-        t0,
-        t1,
-        ts,
-        rtol,
-        atol,
-        dt0,
-        _scalar_array(resolution_tol, dtype),
+        model,
+        (t0, t1, ts, dt0),
+        (rtol, atol, _scalar_array(resolution_tol, dtype)),
         normalization=normalization,
         solver=solver,
         adjoint=adjoint,
         max_steps=max_steps,
     )
     if throw:
-        field = _Both(
-            _Transport(grid, beta, value_scale, normalization),
-            None
-            if inverse_kappa is None
-            else _Diffusion(grid.laplacian().astype(dtype), inverse_kappa),
-        )
+        field = _Both(*_transport_and_diffusion(grid, model, normalization, dtype))
         out = _check_solution(out, field, t0, density0, None, max_steps, t1_value)
         out = _raise_if_unresolved(out, final_tail, final_min, resolution_tol)
     return out
@@ -467,33 +456,28 @@ def _default_solver(noisy: bool):
     return diffrax.KenCarp4(root_finder=root_finder)
 
 
+def _transport_and_diffusion(grid, model, normalization, dtype):
+    """The two parts of the right-hand side for ``model = (β, λ, 1/κ)``: the transport, and the
+    diffusion (None without noise, 1/κ None)."""
+    beta, value_scale, inverse_kappa = model
+    transport = _Transport(grid, beta, value_scale, normalization)
+    if inverse_kappa is None:
+        return transport, None
+    return transport, _Diffusion(grid.laplacian().astype(dtype), inverse_kappa)
+
+
 @eqx.filter_jit
 def _solve_core(
-    grid,
-    density0,
-    beta,
-    value_scale,
-    inverse_kappa,
-    t0,
-    t1,
-    ts,
-    rtol,
-    atol,
-    dt0,
-    tol,
-    *,
-    normalization,
-    solver,
-    adjoint,
-    max_steps,
+    grid, density0, model, times, tolerances, *, normalization, solver, adjoint, max_steps
 ):
+    """One compiled solve. ``model = (β, λ, 1/κ)``, ``times = (t0, t1, ts, dt0)`` and
+    ``tolerances = (rtol, atol, resolution_tol)`` are traced (ts, 1/κ may be None)."""
     global _CORE_TRACES
     _CORE_TRACES += 1
+    t0, t1, ts, dt0 = times
+    rtol, atol, tol = tolerances
     dtype = density0.dtype
-    transport = _Transport(grid, beta, value_scale, normalization)
-    diffusion = None
-    if inverse_kappa is not None:
-        diffusion = _Diffusion(grid.laplacian().astype(dtype), inverse_kappa)
+    transport, diffusion = _transport_and_diffusion(grid, model, normalization, dtype)
     if _imex(solver):
         if diffusion is None:
             diffusion = _Diffusion(jnp.zeros_like(density0), jnp.zeros((), dtype))
