@@ -85,6 +85,12 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
     )
     from ._integrators._stored_adjoint import StoredStepAdjoint as StoredStepAdjoint
     from ._layers import (
+        iterate_layers as iterate_layers,
+        layers as layers,
+        lie_trotter_layers as lie_trotter_layers,
+        residual_layers as residual_layers,
+    )
+    from ._layers._schemes import (
         NGPT as NGPT,
         AbstractNormalizationScheme as AbstractNormalizationScheme,
         AbstractOneSublayerScheme as AbstractOneSublayerScheme,
@@ -96,10 +102,6 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         PreLN as PreLN,
         ResidualOnly as ResidualOnly,
         SqrtScaling as SqrtScaling,
-        iterate_layers as iterate_layers,
-        layers as layers,
-        lie_trotter_layers as lie_trotter_layers,
-        residual_layers as residual_layers,
     )
     from ._metric import (
         AbstractMetric as AbstractMetric,

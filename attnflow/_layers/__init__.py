@@ -1,5 +1,8 @@
 """Discrete time: the layer scan, the normalisation schemes that step it and the public layer
-loops that delegate to them (above the fields and solve; nothing below imports it)."""
+loops that delegate to them (above the fields and solve; nothing below imports it).
+
+The loops and the scan are re-exported here; the schemes are imported from ``._schemes``, whose
+``__all__`` is their one list (the flat namespace ``attnflow`` publishes them)."""
 
 from ._loops import (
     layers as layers,
@@ -11,17 +14,4 @@ from ._scan import (
     check_num_layers as check_num_layers,
     iterate_layers as iterate_layers,
     residual_update as residual_update,
-)
-from ._schemes import (
-    NGPT as NGPT,
-    AbstractNormalizationScheme as AbstractNormalizationScheme,
-    AbstractOneSublayerScheme as AbstractOneSublayerScheme,
-    AttentionSublayer as AttentionSublayer,
-    LieTrotter as LieTrotter,
-    MixLN as MixLN,
-    PeriLN as PeriLN,
-    PostLN as PostLN,
-    PreLN as PreLN,
-    ResidualOnly as ResidualOnly,
-    SqrtScaling as SqrtScaling,
 )

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._check import failed_solves_message
 from .._fields._self_attention import MultiHeadAttention, SelfAttention
-from .._layers import (
+from .._layers._schemes import (
     NGPT,
     AbstractNormalizationScheme,
     AttentionSublayer,
