@@ -106,6 +106,9 @@ def test_energies_and_metrics_have_no_override():
     # Neither family's base carries the rescaling any more.
     assert not hasattr(af.AbstractEnergy, "scaled") and not hasattr(af.AbstractEnergy, "log_scale")
     assert not hasattr(af.AbstractMetric, "scaled_factors")
+    # The old flag still answers, now read from the class hierarchy.
+    assert af.AttentionMetric(1.0).rescales_with_energy is True
+    assert af.WassersteinMetric().rescales_with_energy is False
 
 
 class UserEnergy(af.AbstractEnergy):
