@@ -269,6 +269,12 @@ RECIPES = {
     "attnflow.meanfield.solve_density": dict(
         grid=meanfield.CircleGrid(8), density0=jnp.zeros(17).at[0].set(1.0), t1=1.0, beta=1.0
     ),
+    "attnflow.meanfield.evaluate_by_quadrature": dict(
+        grid=meanfield.SphereGrid(4), coefficients=jnp.zeros(25).at[0].set(1.0), points=X
+    ),
+    "attnflow.meanfield.interaction_potential_by_quadrature": dict(
+        grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0), beta=1.0
+    ),
     "attnflow.meanfield.density_energy": dict(
         grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0), beta=1.0
     ),

@@ -3,7 +3,11 @@ differentiable continuity-equation solver returning a ``DensitySolution``, and b
 particles."""
 
 from ._circle import CircleGrid as CircleGrid
-from ._grid import AbstractDensityGrid as AbstractDensityGrid
+from ._grid import (
+    AbstractDensityGrid as AbstractDensityGrid,
+    evaluate_by_quadrature as evaluate_by_quadrature,
+    interaction_potential_by_quadrature as interaction_potential_by_quadrature,
+)
 from ._particles import (
     density_energy as density_energy,
     density_from_particles as density_from_particles,

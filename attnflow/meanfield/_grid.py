@@ -22,17 +22,18 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_int, expected
+from .._check import as_array, check_finite_scalar, check_int, check_unit_rows, expected
 
 
 class AbstractDensityGrid(eqx.Module):
     """A spectral grid on S^{d-1}: coefficients ↔ values on quadrature nodes.
 
-    Subclasses are final and give every abstract method; ``dimension`` is d (2 for the circle,
-    3 for S²).
+    Subclasses are final and give every abstract method (equinox's rule: no concrete method is
+    overridden); ``dimension`` is d (2 for the circle, 3 for S²). A new grid can take
+    :func:`evaluate_by_quadrature` and :func:`interaction_potential_by_quadrature` for
+    ``evaluate`` and ``interaction_potential``.
     """
 
     dimension: eqx.AbstractVar[int]
@@ -74,42 +75,90 @@ class AbstractDensityGrid(eqx.Module):
     def divergence(self, flux: Float[Array, "m d"]) -> Array:
         """Coefficients of div(F) for a tangent field F given at the nodes (dealiased)."""
 
+    @abc.abstractmethod
     def max_degree(self) -> int:
         """The largest frequency k (S¹) or degree ℓ (S²) of the grid, a Python int."""
-        with jax.ensure_compile_time_eval():
-            return int(np.max(np.asarray(self.degrees())))
 
+    @abc.abstractmethod
     def evaluate(self, coefficients: Array, points: Float[Array, "n d"]) -> Float[Array, " n"]:
         """ρ at arbitrary points of the sphere (rows of ``points``, unit vectors), shape (n,).
+        :func:`evaluate_by_quadrature` computes it for any grid."""
 
-        Default: ρ(x) = Σ_q w_q ρ(node_q) K_L(⟨x, node_q⟩), K_L the reproducing kernel of the
-        functions of degree ≤ L for σ (d = 2: 1 + 2Σ_k cos(kt) = Σ_k (2 − δ_k0) T_k(t);
-        d = 3: Σ_ℓ (2ℓ + 1) P_ℓ(t)), exact whenever the quadrature integrates products of two
-        band-L functions exactly (the dealiasing rule). Cost O(n m L).
-        """
-        values = self.to_values(coefficients)
-        weighted = self.quadrature_weights().astype(values.dtype) * values
-        cosines = jnp.clip(points @ self.nodes().astype(points.dtype).T, -1.0, 1.0)
-        kernel = _reproducing_kernel(cosines, self.max_degree(), self.dimension)
-        return kernel @ weighted.astype(kernel.dtype)
-
+    @abc.abstractmethod
     def interaction_potential(self, coefficients: Array, beta) -> Float[Array, " m"]:
         """(W̃∗ρ)(x) = ∫ e^{β⟨x, y⟩ − |β|} ρ(y) dσ(y) at the nodes (W∗ρ = e^{|β|} W̃∗ρ for
         W(x, y) = e^{β⟨x, y⟩}; the scaling keeps it finite for every β), shape (m,).
+        :func:`interaction_potential_by_quadrature` computes it for any grid."""
 
-        Default: quadrature on the nodes (an m × m sum), exact up to the quadrature's error on
-        the kernel (small while the nodes resolve e^{β⟨x,y⟩}); grids override it with the
-        Funk–Hecke multipliers of the kernel.
-        """
-        values = self.to_values(coefficients)
-        nodes = self.nodes().astype(values.dtype)
-        kernel = jnp.exp(beta * (nodes @ nodes.T) - jnp.abs(beta))
-        return kernel @ (self.quadrature_weights().astype(values.dtype) * values)
-
+    @abc.abstractmethod
     def check_kernel(self, beta):
         """Check (under jit: ``eqx.error_if``) that the grid resolves the kernel e^{β⟨x,y⟩};
-        returns β. Default: no check."""
-        return beta
+        returns β."""
+
+
+def check_grid(grid) -> AbstractDensityGrid:
+    """``grid`` checked as a grid of this family."""
+    if not isinstance(grid, AbstractDensityGrid):
+        expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
+    return grid
+
+
+def _check_grid_coefficients(grid, coefficients):
+    grid = check_grid(grid)
+    coefficients = as_array(coefficients, "coefficients")
+    shape = jnp.shape(grid.degrees())
+    if jnp.shape(coefficients) != shape or not jnp.issubdtype(coefficients.dtype, jnp.floating):
+        expected("coefficients", f"real coefficients of shape {shape} for this grid", coefficients)
+    return grid, coefficients
+
+
+def evaluate_by_quadrature(grid: AbstractDensityGrid, coefficients, points):
+    """ρ at arbitrary points for any grid: ρ(x) = Σ_q w_q ρ(node_q) K_L(⟨x, node_q⟩), K_L the
+    reproducing kernel of the functions of degree ≤ L for σ (d = 2: 1 + 2Σ_k cos(kt) =
+    Σ_k (2 − δ_k0) T_k(t); d = 3: Σ_ℓ (2ℓ + 1) P_ℓ(t)), exact whenever the quadrature
+    integrates products of two band-L functions exactly (the dealiasing rule). Cost O(n m L).
+
+    Args:
+        grid: any grid; coefficients: its coefficients; points: (n, d) unit vectors.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow.meanfield as mf
+        >>> grid = mf.CircleGrid(4)                   # coefficients [c_0, cos 1..4, sin 1..4]
+        >>> c = jnp.zeros(9).at[0].set(1.0).at[1].set(0.5)    # ρ = 1 + 0.5 cos θ
+        >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+        >>> [round(float(v), 6) for v in mf.evaluate_by_quadrature(grid, c, x)]
+        [1.5, 1.0]
+    """
+    grid, coefficients = _check_grid_coefficients(grid, coefficients)
+    points = check_unit_rows(points, "points")
+    if jnp.ndim(points) != 2 or jnp.shape(points)[1] != grid.dimension:
+        expected("points", f"unit vectors of shape (n, {grid.dimension})", points)
+    values = grid.to_values(coefficients)
+    weighted = grid.quadrature_weights().astype(values.dtype) * values
+    cosines = jnp.clip(points @ grid.nodes().astype(points.dtype).T, -1.0, 1.0)
+    kernel = _reproducing_kernel(cosines, grid.max_degree(), grid.dimension)
+    return kernel @ weighted.astype(kernel.dtype)
+
+
+def interaction_potential_by_quadrature(grid: AbstractDensityGrid, coefficients, beta):
+    """(W̃∗ρ) at the nodes for any grid, by quadrature on the nodes (an m × m sum): exact up to
+    the quadrature's error on the kernel (small while the nodes resolve e^{β⟨x,y⟩}). The grids
+    use the Funk–Hecke multipliers of the kernel instead.
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow.meanfield as mf, scipy.special as sp
+        >>> grid = mf.CircleGrid(8)
+        >>> uniform = jnp.zeros(17).at[0].set(1.0)   # ρ ≡ 1: W̃∗ρ = e^{−β} I_0(β) everywhere
+        >>> potential = mf.interaction_potential_by_quadrature(grid, uniform, 2.0)
+        >>> bool(jnp.allclose(potential, sp.ive(0, 2.0), atol=1e-6))
+        True
+    """
+    grid, coefficients = _check_grid_coefficients(grid, coefficients)
+    beta = check_finite_scalar(beta, "beta")
+    values = grid.to_values(coefficients)
+    nodes = grid.nodes().astype(values.dtype)
+    kernel = jnp.exp(beta * (nodes @ nodes.T) - jnp.abs(beta))
+    return kernel @ (grid.quadrature_weights().astype(values.dtype) * values)
 
 
 def check_node_count(value, name: str, low: int, why: str) -> int:

@@ -19,14 +19,8 @@ from .._check import (
 )
 from .._sphere import random_tokens
 from ..measures._sampling import sliced_wasserstein
-from ._grid import AbstractDensityGrid
+from ._grid import AbstractDensityGrid, check_grid
 from ._solve import check_density, default_resolution_tol, spectral_tail
-
-
-def _check_grid(grid):
-    if not isinstance(grid, AbstractDensityGrid):
-        expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
-    return grid
 
 
 def _density(grid, coefficients, name="coefficients"):
@@ -59,7 +53,7 @@ def density_energy(grid: AbstractDensityGrid, coefficients: Array, beta) -> Floa
         >>> bool(jnp.isclose(mf.density_energy(grid, uniform, 2.0), sp.i0(2.0) / 4))
         True
     """
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     beta = check_beta(beta, positive=True)
     coefficients = _density(grid, coefficients)
     values = grid.to_values(coefficients)
@@ -98,7 +92,7 @@ def density_from_particles(
         >>> round(float(c[0]), 12), bool(abs(c[1]) < 0.2)
         (1.0, True)
     """
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     x = check_tokens(x, "x")
     n, d = x.shape
     if d != grid.dimension:
@@ -155,7 +149,7 @@ def sample_density(
         True
     """
     key = check_key(key)
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     coefficients = _density(grid, coefficients)
     n = check_int(n, "n", low=1)
     return _rejection_sample(key, grid, coefficients, n)
@@ -217,7 +211,7 @@ def density_sliced_wasserstein(
         True
     """
     key = check_key(key)
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     coefficients = _density(grid, coefficients)
     x = check_tokens(x, "x")
     if x.shape[1] != grid.dimension:

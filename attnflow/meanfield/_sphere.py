@@ -63,7 +63,7 @@ from jaxtyping import Array, Float
 
 from .._check import check_finite_scalar, check_int, check_sa_normalization
 from . import _sphere_legendre as legendre
-from ._grid import AbstractDensityGrid, check_node_count
+from ._grid import AbstractDensityGrid, check_node_count, evaluate_by_quadrature
 
 # Miller's backward recurrence starts this far above N: the truncation error of s_ℓ at ℓ ≤ N is
 # about exp(−(S² − N²)/|β|) for S ≤ |β| and decays faster past S ≈ |β|, so 300 extra degrees
@@ -292,6 +292,15 @@ class SphereGrid(AbstractDensityGrid):
         return -coefficients
 
     # --- the attention kernel -----------------------------------------------------------------
+
+    def evaluate(self, coefficients, points):
+        self._check_coefficients(coefficients)
+        return evaluate_by_quadrature(self, coefficients, points)
+
+    def check_kernel(self, beta):
+        # The Funk–Hecke multipliers are closed forms (no quadrature of the kernel): nothing to
+        # resolve.
+        return beta
 
     def kernel_multipliers(self, beta):
         """e^{−|β|} λ_ℓ(β) = e^{−|β|} i_ℓ(β) and e^{−|β|} μ_ℓ(β) = e^{−|β|} i_ℓ(β)/β per
