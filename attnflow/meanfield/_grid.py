@@ -119,7 +119,9 @@ def evaluate_by_quadrature(grid: AbstractDensityGrid, coefficients, points):
     integrates products of two band-L functions exactly (the dealiasing rule). Cost O(n m L).
 
     Args:
-        grid: any grid; coefficients: its coefficients; points: (n, d) unit vectors.
+        grid: any grid of this family.
+        coefficients: the density's coefficients on ``grid``.
+        points: (n, d) unit vectors, d = ``grid.dimension``.
 
     Example:
         >>> import jax.numpy as jnp, attnflow.meanfield as mf
