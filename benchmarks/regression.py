@@ -11,7 +11,8 @@ ratio new / old with the spread over rounds.
     python benchmarks/regression.py --old /tmp/attnflow-old --rounds 5
 
 Paths: a small solve (dispatch-bound), a larger float32 solve, one attention-field evaluation,
-multi-head attention, a gradient through solve, the discrete layer loop, and a small phase
+multi-head attention, a gradient through solve, the discrete layer loop, the Riemannian gradient
+of an energy and its GradientFlow solve, a mean-field density solve, and a small phase
 diagram, whose float64 values are also compared bit for bit. Only public names that exist in
 both trees are used.
 """
@@ -80,6 +81,20 @@ results["grad through solve n=64 d=16 (float64)"] = timed(lambda: loss_grad(V0))
 
 layers = eqx.filter_jit(lambda x: af.layers(sa4, x, 50, 0.1))
 results["layers 50 n=256 d=64 (float32)"] = timed(lambda: layers(x256))
+
+energy, metric = af.InteractionEnergy(4.0), af.AttentionMetric(4.0)
+x256e = af.random_tokens(jr.key(7), 256, 16)
+rgrad = eqx.filter_jit(lambda x: af.riemannian_gradient(energy, metric, x))
+results["riemannian_gradient SA n=256 d=16 (float64)"] = timed(lambda: rgrad(x256e))
+flow = af.GradientFlow(energy, metric)
+results["solve GradientFlow n=64 d=16 (float64)"] = timed(lambda: af.solve(flow, x64, 3.0).ys)
+
+if hasattr(af, "meanfield"):
+    from attnflow import meanfield as mf
+    grid = mf.CircleGrid(32)
+    rho0 = jnp.zeros(65).at[0].set(1.0).at[1].set(0.3)
+    results["solve_density CircleGrid(32) beta=4 t1=5 (float64)"] = timed(
+        lambda: mf.solve_density(grid, rho0, 5.0, beta=4.0).coefficients)
 
 results["phase_diagram n=32 d=2, 3x3 grid, 256 realisations"] = timed(
     lambda: af.phase_diagram(jr.key(6), n=32, d=2, betas=[1.0, 4.0, 9.0], ts=[2.0, 10.0, 30.0],
