@@ -51,24 +51,34 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(4, os.cpu_count() or 1))
 
 
-# The longest test files (measured CPU seconds, cold compile cache) start first: xdist hands out
-# whole files in collection order (``--no-loadscope-reorder``), and a long file started last would
-# leave the other worker idle at the end of the run.
+# The longest test files start first (seconds of a full run, `--durations=0` summed per file):
+# xdist hands out whole files in collection order (``--no-loadscope-reorder``), and a long file
+# started last would leave the other worker idle at the end of the run.
 LONGEST_FIRST = (
     "test_docstrings.py",
-    "test_phase_statistics.py",
+    "test_stored_adjoint.py",
     "test_sharding.py",
+    "test_phase_statistics.py",
     "test_grad.py",
+    "test_meanfield.py",
     "test_homogenized.py",
-    "test_field_contract.py",
+    "test_api_walk.py",
+    "test_device_check.py",
+    "test_site.py",
     "test_noise.py",
-    "test_blocked.py",
     "test_fig1.py",
-    "test_attention_core.py",
-    "test_solve.py",
+    "test_trainable.py",
+    "test_meanfield_sphere.py",
+    "test_field_contract.py",
     "test_solve_diffrax.py",
-    "test_mean_field.py",
+    "test_blocked.py",
+    "test_attention_core.py",
+    "test_normalization_speed.py",
+    "test_sinkhorn_attention.py",
+    "test_fig46.py",
+    "test_solve.py",
     "test_measures.py",
+    "test_stationary.py",
 )
 
 
