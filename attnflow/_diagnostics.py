@@ -87,6 +87,9 @@ def cluster_labels(x: Float[Array, "n d"], delta: float = 1e-3) -> Int[Array, " 
     return _component_minima(_close(x, delta))
 
 
+# Jitted: called eagerly (a figure labels every frame), the while loop's body closes over a new
+# array each call and would be compiled again each time; jitted, once per shape.
+@jax.jit
 def _component_minima(close):
     """The smallest index of each node's connected component of the (symmetric) graph ``close``.
 

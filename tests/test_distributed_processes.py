@@ -32,7 +32,7 @@ import attnflow as af
 assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
 field = af.SelfAttention(2.0)
 sol = af.sharded_solve(field, af.random_tokens(jr.key(0), 8, 3), 3.0, rtol=1e-10, atol=1e-12)
-xs = af.random_tokens(jr.key(1), 4 * 6, 3).reshape(4, 6, 3)
+xs = af.random_tokens(jr.key(1), 4 * 8, 3).reshape(4, 8, 3)
 ens = af.sharded_ensemble_solve(field, xs, 3.0, rtol=1e-10, atol=1e-12)
 ys = multihost_utils.process_allgather(sol.ys, tiled=True)
 ye = multihost_utils.process_allgather(ens.ys, tiled=True)
@@ -72,6 +72,7 @@ def test_two_processes_equal_one_process(tmp_path):
     field = af.SelfAttention(2.0)
     one = af.solve(field, af.random_tokens(jr.key(0), 8, 3), 3.0, **TOL).ys
     np.testing.assert_allclose(result["ys"], one, rtol=0, atol=1e-12)
-    xs = af.random_tokens(jr.key(1), 4 * 6, 3).reshape(4, 6, 3)
+    xs = af.random_tokens(jr.key(1), 4 * 8, 3).reshape(4, 8, 3)
+    # Members of the same size as the single system: their reference solves reuse its program.
     each = np.stack([np.asarray(af.solve(field, x, 3.0, **TOL).ys) for x in xs])
     np.testing.assert_allclose(result["ye"], each, rtol=0, atol=1e-12)

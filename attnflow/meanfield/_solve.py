@@ -199,11 +199,11 @@ class DensitySolution(eqx.Module):
 
     Example:
         >>> import jax.numpy as jnp, attnflow.meanfield as mf
-        >>> grid = mf.CircleGrid(16)
+        >>> grid = mf.CircleGrid(32)
         >>> rho0 = grid.from_values(1 + 0.5 * jnp.cos(grid.angles()))
-        >>> sol = mf.solve_density(grid, rho0, 1.0, beta=1.0, ts=[0.0, 0.5, 1.0])
+        >>> sol = mf.solve_density(grid, rho0, 1.0, beta=1.0, normalization="n", ts=[0.0, 1.0])
         >>> sol.coefficients.shape, sol.values().shape, bool(sol.resolved)
-        ((3, 33), (3, 49), True)
+        ((2, 65), (2, 97), True)
     """
 
     ts: Float[Array, " T"]
