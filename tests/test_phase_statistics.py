@@ -198,8 +198,9 @@ def test_redrawn_weights_against_piecewise_constant(x0):
     ts = np.array([0.0, 1.0, 2.5, 4.0, 8.0])  # a save time on a switch
 
     def field(b, r):
+        # β as an array: one compiled reference solve serves both βs (a number β is static).
         return af.PiecewiseConstant.from_attention(
-            b, Q=Q[r, :, 0], K=K[r, :, 0], V=V[r, :, 0], switch_times=[2.5, 5.0, 7.5]
+            jnp.asarray(b), Q=Q[r, :, 0], K=K[r, :, 0], V=V[r, :, 0], switch_times=[2.5, 5.0, 7.5]
         )
 
     ref = per_system(field, x0, BETAS, ts, numpy_energy).mean(axis=1)
