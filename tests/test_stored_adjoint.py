@@ -2,6 +2,8 @@
 stored), checked against diffrax's RecursiveCheckpointAdjoint and central differences; its
 memory budget, and the cases it refuses."""
 
+import functools
+
 import diffrax
 import equinox as eqx
 import jax
@@ -41,6 +43,22 @@ def _gradients(target, adjoint, params, x0, **solve_kwargs):
     return grad(params, x0)
 
 
+# One default-adjoint reference per dtype (problem seed 0, the tolerances of the rejected-steps
+# test below): the rejected-steps test and the checkpointing fall-back test compare against it,
+# so its program compiles and runs once.
+DEFAULT_TOLERANCES = {
+    jnp.float64: {"rtol": 1e-6, "atol": 1e-9},
+    jnp.float32: {"rtol": 1e-5, "atol": 1e-6},
+}
+
+
+@functools.cache
+def _default_reference(dtype):
+    """The default adjoint's gradient (diffrax's RecursiveCheckpointAdjoint) and its stats."""
+    params, x0, target = _problem(dtype)
+    return _gradients(target, None, params, x0, **DEFAULT_TOLERANCES[dtype])
+
+
 def _assert_trees_close(a, b, rtol):
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=rtol * 1e-3)
@@ -53,7 +71,8 @@ def _assert_trees_close(a, b, rtol):
 def test_gradient_equals_the_default_adjoint_with_rejected_steps(dtype, rtol, atol, agreement):
     params, x0, target = _problem(dtype)
     tolerances = {"rtol": rtol, "atol": atol}
-    expected, stats = _gradients(target, None, params, x0, **tolerances)
+    assert tolerances == DEFAULT_TOLERANCES[dtype]
+    expected, stats = _default_reference(dtype)
     got, stats_stored = _gradients(target, af.StoredStepAdjoint(), params, x0, **tolerances)
     # The comparison must cover the skipped steps: the solve rejects some.
     assert int(stats["num_rejected_steps"]) > 0
@@ -140,8 +159,8 @@ def test_values_without_differentiation_are_the_default_solves():
 
 def test_more_accepted_steps_than_slots_fall_back_to_checkpointing():
     params, x0, target = _problem(jnp.float64)
-    tolerances = {"rtol": 1e-8, "atol": 1e-10}
-    expected, stats = _gradients(target, None, params, x0, **tolerances)
+    tolerances = DEFAULT_TOLERANCES[jnp.float64]  # the reference of the rejected-steps test
+    expected, stats = _default_reference(jnp.float64)
     assert int(stats["num_accepted_steps"]) > 3
     # By the step count and by the byte cap (a step's linearisation is tens of kB here).
     for adjoint in (af.StoredStepAdjoint(steps=3), af.StoredStepAdjoint(max_memory=100_000)):
