@@ -125,14 +125,14 @@ def test_long_context_limit_matches_the_critical_value_within_the_band():
     rho = 0.5
     for offset in (1e-13, -1e-13):
         gamma = (1 + offset) / (1 - rho)
-        assert float(theory.long_context_limit(rho, gamma)) == pytest.approx(
+        assert float(theory.long_context_limit(rho, gamma=gamma)) == pytest.approx(
             4 * rho / (1 + 3 * rho)
         )
         h = 0.5
         at = rho * (1 + h) ** 2 / ((1 + h / 2) ** 2 + h * rho * (1 + h / 2) + h * h * rho / 4)
-        assert float(theory.long_context_limit(rho, gamma, step=h)) == pytest.approx(at)
-    assert float(theory.long_context_limit(rho, (1 - 1e-9) / (1 - rho))) == 1.0
-    assert float(theory.long_context_limit(rho, (1 + 1e-9) / (1 - rho))) == pytest.approx(rho)
+        assert float(theory.long_context_limit(rho, gamma=gamma, step=h)) == pytest.approx(at)
+    assert float(theory.long_context_limit(rho, gamma=(1 - 1e-9) / (1 - rho))) == 1.0
+    assert float(theory.long_context_limit(rho, gamma=(1 + 1e-9) / (1 - rho))) == pytest.approx(rho)
 
 
 # --- _diagnostics.py ---------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def test_stationary_branch_and_saddle_node_against_a_root_found_branch():
     """At β = 0 the branch is κ(r) = A₂⁻¹(r)/r, increasing from κ_c = 2: the transition is
     continuous, so the saddle-node κ is κ_c itself (the planted minimum over the sampled branch
     alone lies above it), and the sampled branch is the root-found one."""
-    b = theory.stationary_branches(jnp.array([1.0, 3.0]), 0.0, 2)
+    b = theory.stationary_branches(jnp.array([1.0, 3.0]), beta=0.0, d=2)
     assert float(b.kappa_critical) == pytest.approx(2.0, rel=1e-12)
     assert float(b.kappa_saddle_node) == pytest.approx(2.0, rel=1e-12)
     assert not bool(b.subcritical)
@@ -181,7 +181,7 @@ def test_stationary_branch_and_saddle_node_against_a_root_found_branch():
 def test_stationary_order_parameter_past_the_resolved_range_is_nan():
     """r*(κ) at β > 0 for κ so large that r > R_MAX = 0.995 (about 1 − 1/(2κ)): NaN, not the
     last resolved number."""
-    r = theory.stationary_order_parameter(jnp.array([3.0, 400.0]), 0.5, 2)
+    r = theory.stationary_order_parameter(jnp.array([3.0, 400.0]), beta=0.5, d=2)
     assert 0.5 < float(r[0]) < 0.995
     assert np.isnan(float(r[1]))
 
