@@ -3,7 +3,7 @@ coefficients, evaluated by the grid's own ``evaluate``)."""
 
 import numpy as np
 
-from .._check import check_finite_scalar, check_int
+from .._check import check_bool, check_finite_scalar, check_int, check_real_values
 from ._common import finish, plt
 
 
@@ -14,6 +14,7 @@ def _evaluated(grid, coefficients, points):
             f"grid: expected an attnflow.meanfield grid on S^{points.shape[1] - 1} "
             f"(CircleGrid for the circle, SphereGrid for the sphere), got {type(grid).__name__}"
         )
+    coefficients = np.asarray(check_real_values(coefficients, "coefficients"), np.float64)
     return np.asarray(evaluate(coefficients, points))
 
 
@@ -44,6 +45,7 @@ def density_on_sphere(
         '3d'
     """
     resolution = check_int(resolution, "resolution", low=4, high=2048)
+    colorbar = check_bool(colorbar, "colorbar")
     theta = np.linspace(0.0, np.pi, resolution)
     phi = np.linspace(0.0, 2 * np.pi, 2 * resolution)
     t, p = np.meshgrid(theta, phi, indexing="ij")
