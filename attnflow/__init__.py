@@ -135,6 +135,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
     )
     from ._solve import clustered_event as clustered_event, solve as solve
     from ._sphere import (
+        equiangular_tokens as equiangular_tokens,
         geodesic as geodesic,
         normalize as normalize,
         orthogonal_tokens as orthogonal_tokens,

@@ -181,6 +181,70 @@ def orthogonal_tokens(
     return basis @ q.T
 
 
+def equiangular_tokens(
+    n: int, d: int, rho: float, key: PRNGKeyArray | None = None, dtype=None
+) -> Float[Array, "n d"]:
+    """n unit vectors of R^d with every pairwise inner product equal to ρ (the equiangular
+    configurations of the survey's §6 reduction, :mod:`attnflow.theory`'s ρ(t)).
+
+    Built from the Gram matrix G = (1 − ρ) I + ρ 11ᵀ: its eigenvalues are 1 + (n − 1)ρ (on 1)
+    and 1 − ρ (n − 1 times), so it is a Gram matrix exactly for −1/(n − 1) ≤ ρ ≤ 1, of rank n
+    inside, n − 1 at ρ = −1/(n − 1) (the regular simplex) and 1 at ρ = 1; the tokens are the rows
+    of V Λ^{1/2} (G = VΛVᵀ, computed in float64), which need d ≥ that rank. Without ``key`` they
+    lie in the first coordinates; with ``key`` they are rotated by a Haar-random orthogonal
+    matrix of R^d (the Gram matrix is unchanged).
+
+    Args:
+        n: the number of tokens (≥ 2).
+        d: the dimension (≥ 2 and ≥ the rank of G).
+        rho: ρ in [−1/(n − 1), 1], a Python number.
+        key: optional PRNG key for a random rotation.
+        dtype: the float dtype (default: JAX's default float).
+
+    Example:
+        >>> import jax.numpy as jnp, attnflow as af
+        >>> x = af.equiangular_tokens(4, 3, -1 / 3)   # the regular tetrahedron
+        >>> g = x @ x.T
+        >>> bool(jnp.allclose(g, jnp.where(jnp.eye(4) > 0, 1.0, -1 / 3), atol=1e-6))
+        True
+    """
+    n = check_size(n, "n", low=2)
+    d = check_size(d, "d", low=None)
+    if d < 2:
+        raise ValueError(f"d: the sphere S^(d-1) needs d >= 2, got d = {d}")
+    rho = float(check_finite_scalar(rho, "rho"))
+    low = -1.0 / (n - 1)
+    tol = 64 * np.finfo(np.float64).eps
+    if not low - tol <= rho <= 1 + tol:
+        expected(
+            "rho",
+            f"an inner product in [-1/(n - 1), 1] = [{low:.6g}, 1] for n = {n} (else no unit "
+            "vectors have it pairwise)",
+            rho,
+        )
+    rho = min(max(rho, low), 1.0)
+    rank = 1 if rho >= 1 - tol else (n - 1 if rho <= low + tol else n)
+    if d < rank:
+        expected(
+            "d",
+            f"d >= {rank}: {n} equiangular unit vectors with inner product {rho:.6g} span "
+            f"{rank} dimensions",
+            d,
+        )
+    key = None if key is None else check_key(key)
+    dtype = _check_dtype_arg(dtype)
+    gram = (1 - rho) * np.eye(n) + rho * np.ones((n, n))
+    values, vectors = np.linalg.eigh(gram)
+    order = np.argsort(values)[::-1][:rank]  # the nonzero eigenvalues
+    tokens = vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
+    tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)  # exact unit rows
+    x = jnp.asarray(np.pad(tokens, ((0, 0), (0, d - rank))), dtype)
+    if key is None:
+        return x
+    q, r = jnp.linalg.qr(jr.normal(key, (d, d), dtype=dtype))
+    return x @ (q * jnp.sign(jnp.diag(r))[None, :]).T
+
+
 def geodesic(x: Float[Array, "n d"], v: Float[Array, "n d"], t) -> Float[Array, "n d"]:
     """The exponential map of (S^{d-1})^n: x_i cos(t|v_i|) + v_i/|v_i| sin(t|v_i|), v tangent.
 
@@ -263,5 +327,6 @@ __all__ = [
     "project_tangent",
     "random_tokens",
     "orthogonal_tokens",
+    "equiangular_tokens",
     "geodesic",
 ]

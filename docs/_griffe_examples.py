@@ -3,7 +3,10 @@
 - "Example:" (singular) becomes "Examples:", the title under which the Google parser renders
   doctests as code;
 - mathematics that Markdown would read as a link, such as 𝒳[μ](x) or A[i][j], is escaped
-  (outside doctests), so that only real links and the pointers below become links;
+  (outside doctests and indented formula blocks, which Markdown shows verbatim), so that only
+  real links and the pointers below become links;
+- grouped parameters ("rtol, atol: ...") are split into one entry per name, so that each gets
+  its signature's default instead of being marked required;
 - Sphinx roles (:func:`normalize`) become cross-references when they name a public object;
 - functions and classes whose docstring is set at run time (``f.__doc__ = ...``), which static
   analysis cannot see, get their run-time docstring;
@@ -77,17 +80,69 @@ def _escape_math_brackets(text: str) -> str:
     def reference(match: re.Match) -> str:
         return f"\\[{match.group(1)}\\]\\[{match.group(2)}\\]"
 
-    lines, in_doctest = [], False
+    lines, in_doctest, in_block, previous = [], False, False, ""
     for line in text.split("\n"):
         stripped = line.strip()
         in_doctest = stripped.startswith(">>>") or (in_doctest and stripped != "")
-        if not in_doctest:
+        # An indented block after a blank line (not a section's entries) is a code block.
+        indented = line.startswith("    ") and stripped != ""
+        in_block = indented and (in_block or (previous == "" and not _in_section(lines)))
+        previous = stripped
+        if not in_doctest and not in_block:
             line = _REFERENCE_LINK.sub(reference, _INLINE_LINK.sub(inline, line))
         lines.append(line)
     return "\n".join(lines)
 
 
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Returns|Raises|Attributes|Yields|Examples?|Note|Notes|"
+    r"Warning|Warnings|Other Parameters):\s*$"
+)
+
+
+def _in_section(lines: list[str]) -> bool:
+    """Whether the text so far ends inside a Google section (its header not followed by an
+    unindented line)."""
+    for line in reversed(lines):
+        if _SECTION.match(line):
+            return True
+        if line.strip() and not line.startswith(" "):
+            return False
+    return False
+
+
+_GROUPED = re.compile(r"^(\s+)(\*{0,2}\w+(?:, \*{0,2}\w+)+)(\s*\([^)]*\))?:(.*)$")
+
+
+def _split_grouped_parameters(text: str) -> str:
+    """Inside "Args:", an entry "a, b: description" (with its continuation lines) becomes one
+    entry per name with the same description."""
+    lines = text.split("\n")
+    out, i, in_args = [], 0, False
+    while i < len(lines):
+        line = lines[i]
+        if line.strip() in ("Args:", "Arguments:", "Parameters:"):
+            in_args = True
+        elif line.strip() and not line.startswith(" "):
+            in_args = False
+        match = _GROUPED.match(line) if in_args else None
+        if not match:
+            out.append(line)
+            i += 1
+            continue
+        indent, names, kind, rest = match.groups()
+        body, i = [], i + 1
+        while i < len(lines) and lines[i].startswith(indent + " ") and lines[i].strip():
+            body.append(lines[i])
+            i += 1
+        for name in names.split(", "):
+            out.append(f"{indent}{name}{kind or ''}:{rest}")
+            out.extend(body)
+    return "\n".join(out)
+
+
 def rewrite(text: str) -> str:
+    text = _split_grouped_parameters(text)
     text = _escape_math_brackets(_SINGULAR.sub(r"\1Examples:", text))
     text = _ROLE.sub(_role, text)
     text = _MATHS.sub(_maths, text)
@@ -101,7 +156,15 @@ def _runtime_docstring(obj) -> str | None:
             value = getattr(value, part)
     except (ImportError, AttributeError):
         return None
-    return inspect.getdoc(value)
+    # Its own docstring only: inspect.getdoc would inherit object.__init__'s "Initialize self.
+    # See help(type(self))..." for an __init__ without one.
+    own = getattr(value, "__doc__", None)
+    if not isinstance(own, str) or not own.strip():
+        return None
+    inherited = getattr(getattr(object, getattr(value, "__name__", ""), None), "__doc__", None)
+    if own == inherited:
+        return None
+    return inspect.cleandoc(own)
 
 
 class AttnflowDocstrings(griffe.Extension):

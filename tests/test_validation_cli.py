@@ -40,7 +40,7 @@ def test_bad_seed_is_a_usage_error(command, seed, capsys):
         ("--t1", "nan", "argument --t1: expected a finite number > 0, got nan"),
         ("--t1", "inf", "argument --t1: expected a finite number > 0, got inf"),
         ("--t1", "-1", "argument --t1: expected a finite number > 0, got -1"),
-        ("--beta", "nan", "argument --beta: expected a finite number >= 0, got nan"),
+        ("--beta", "nan", "argument --beta: expected a finite number, got nan"),  # β < 0 is fine
         ("--n", "1", "argument --n: expected an integer >= 2, got 1"),
         ("--d", "1", "argument --d: expected an integer >= 2, got 1"),
         ("--steps", "0", "argument --steps: expected an integer >= 1, got 0"),

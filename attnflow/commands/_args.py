@@ -37,6 +37,11 @@ def _number(text: str, kind, *, low, strict: bool, what: str):
     return value
 
 
+def finite_float(text: str) -> float:
+    """Any finite real number (e.g. β: β < 0 is the repulsive model)."""
+    return _number(text, float, low=-math.inf, strict=False, what="a finite number")
+
+
 def positive_int(text: str) -> int:
     return _number(text, int, low=0, strict=True, what="an integer >= 1")
 

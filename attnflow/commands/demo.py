@@ -6,7 +6,7 @@ import time
 
 from attnflow.commands._args import (
     at_least,
-    nonnegative_float,
+    finite_float,
     output_folder,
     positive_float,
     positive_int,
@@ -17,7 +17,12 @@ from attnflow.commands._args import (
 def configure(parser):
     parser.add_argument("--n", type=at_least(2), default=32, help="number of tokens (>= 2)")
     parser.add_argument("--d", type=at_least(2), default=3, help="token dimension (>= 2)")
-    parser.add_argument("--beta", type=nonnegative_float, default=4.0, help="inverse temperature")
+    parser.add_argument(
+        "--beta",
+        type=finite_float,
+        default=4.0,
+        help="inverse temperature β (any real: β < 0 is the repulsive model, tokens spread)",
+    )
     parser.add_argument("--t1", type=positive_float, default=30.0, help="final time (> 0)")
     parser.add_argument("--steps", type=positive_int, default=60, help="number of save times")
     parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")

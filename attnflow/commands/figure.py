@@ -1,15 +1,23 @@
 """``attnflow figure NAME``: make one of the paper's figures (PNG + .npz + .json)."""
 
+import argparse
 import importlib
 import sys
 import time
 
-from attnflow.commands._args import output_folder, seed
-from attnflow.figures import FIGURES
+from attnflow.commands._args import at_least, output_folder, seed
+from attnflow.figures import DESCRIPTIONS, FIGURES
 
 
 def configure(parser):
-    parser.add_argument("name", choices=sorted(FIGURES), help="which figure")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    width = max(len(name) for name in FIGURES)
+    parser.epilog = "figures:\n" + "\n".join(
+        f"  {name:<{width}}  {DESCRIPTIONS[name]}" for name in sorted(FIGURES)
+    )
+    parser.add_argument(
+        "name", choices=sorted(FIGURES), metavar="NAME", help="which figure (listed below)"
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
         "--quick",
@@ -24,6 +32,15 @@ def configure(parser):
     parser.set_defaults(preset="default")
     parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")
     parser.add_argument("--out", default="attnflow-figures", help="output folder")
+    parser.add_argument(
+        "--format",
+        choices=("png", "svg", "pdf"),
+        default="png",
+        help="picture format: png (raster), svg or pdf (vector); default png",
+    )
+    parser.add_argument(
+        "--dpi", type=at_least(10), default=200, help="resolution of raster output (default 200)"
+    )
 
 
 def run(args) -> int:
@@ -33,19 +50,28 @@ def run(args) -> int:
     # Files only: no window, whatever the user's default backend (attnflow.plot leaves it alone).
     matplotlib.use("Agg")
 
-    out = output_folder(args.out)  # before the minutes of compute, not after
-    jax.config.update("jax_enable_x64", True)
+    from attnflow.figures._output import saving
+    from attnflow.pretrained import ModelNotInstalledError
+
     module = importlib.import_module(FIGURES[args.name])
     params = dict(module.PRESETS[args.preset])
+    # Missing weights or optional packages: said at once, before any work or output folder.
+    try:
+        getattr(module, "check_requirements", lambda params: None)(params)
+    except ModelNotInstalledError as error:
+        print(f"attnflow figure {args.name}: {error}", file=sys.stderr)
+        return 1
+    out = output_folder(args.out)  # before the minutes of compute, not after
+    jax.config.update("jax_enable_x64", True)
     start = time.perf_counter()
-    from attnflow.pretrained import ModelNotInstalledError
 
     # One plain line per phase (readable in a log file); the phase engine's own bar counts
     # systems and shows compilation separately.
     print(f"{args.name} ({args.preset}): computing ...", file=sys.stderr, flush=True)
 
     try:
-        paths = module.make(params, out, args.seed)
+        with saving(format=args.format, dpi=args.dpi):
+            paths = module.make(params, out, args.seed)
     except ModelNotInstalledError as error:  # the message gives the pip command
         print(f"attnflow figure {args.name}: {error}", file=sys.stderr)
         return 1

@@ -1,6 +1,8 @@
 """Writing a figure's picture and its data: ``NAME.png``, ``NAME.npz`` and ``NAME.json``."""
 
+import contextlib
 import json
+import os
 import pathlib
 import platform
 import time
@@ -22,24 +24,58 @@ def versions() -> dict[str, str]:
     return found
 
 
+FORMATS = ("png", "svg", "pdf")
+# How write_outputs saves the picture: the command line's --format and --dpi set these.
+_SAVE = {"format": "png", "dpi": 200}
+
+
+@contextlib.contextmanager
+def saving(*, format: str = "png", dpi: int = 200):
+    """Within the block, :func:`write_outputs` saves the picture as ``format`` (png, svg or
+    pdf: the last two are vector) at ``dpi`` (raster parts)."""
+    if format not in FORMATS:
+        raise ValueError(f"format: expected one of {', '.join(FORMATS)}, got {format!r}")
+    if not isinstance(dpi, int) or dpi < 10:
+        raise ValueError(f"dpi: expected an integer >= 10, got {dpi!r}")
+    previous = dict(_SAVE)
+    _SAVE.update(format=format, dpi=dpi)
+    try:
+        yield
+    finally:
+        _SAVE.update(previous)
+
+
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (``os.getloadavg``), None where unavailable:
+    recorded beside the timings, which hold only on an idle machine."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def write_outputs(
     out: pathlib.Path, name: str, fig, data: dict, params: dict, timings: dict
 ) -> list[pathlib.Path]:
-    """Save ``fig`` as ``out/NAME.png``, ``data`` (arrays) as ``NAME.npz`` and a JSON record of
-    ``params``, package versions, the machine and ``timings`` (seconds). Returns the three paths."""
+    """Save ``fig`` as ``out/NAME.png`` (or ``.svg``/``.pdf`` inside :func:`saving`), ``data``
+    (arrays) as ``NAME.npz`` and a JSON record of ``params``, package versions, the machine,
+    its load average at the end of the run and ``timings`` (seconds). Returns the three paths."""
     import jax
     import matplotlib.pyplot as plt
 
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    png, npz, js = out / f"{name}.png", out / f"{name}.npz", out / f"{name}.json"
-    fig.savefig(png, dpi=130, bbox_inches="tight")
+    png, npz, js = out / f"{name}.{_SAVE['format']}", out / f"{name}.npz", out / f"{name}.json"
+    fig.savefig(png, dpi=_SAVE["dpi"], bbox_inches="tight")
     plt.close(fig)
     np.savez(npz, **{k: np.asarray(v) for k, v in data.items()})
     record = {
         "figure": name,
         "params": params,
         "timings_s": timings,
+        # The timings hold for the machine's load: (1, 5, 15)-minute load averages at the end.
+        "load_average": load_average(),
+        "cpu_count": os.cpu_count(),
         "versions": versions(),
         "machine": {
             "platform": platform.platform(),

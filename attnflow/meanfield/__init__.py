@@ -14,6 +14,7 @@ from ._particles import (
     density_sliced_wasserstein as density_sliced_wasserstein,
     sample_density as sample_density,
 )
+from ._perturbation import random_perturbation as random_perturbation
 from ._solve import (
     DensitySolution as DensitySolution,
     solve_density as solve_density,

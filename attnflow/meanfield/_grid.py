@@ -132,14 +132,20 @@ def evaluate_by_quadrature(grid: AbstractDensityGrid, coefficients, points):
         [1.5, 1.0]
     """
     grid, coefficients = _check_grid_coefficients(grid, coefficients)
-    points = check_unit_rows(points, "points")
-    if jnp.ndim(points) != 2 or jnp.shape(points)[1] != grid.dimension:
-        expected("points", f"unit vectors of shape (n, {grid.dimension})", points)
+    points = check_points(grid, points)
     values = grid.to_values(coefficients)
     weighted = grid.quadrature_weights().astype(values.dtype) * values
     cosines = jnp.clip(points @ grid.nodes().astype(points.dtype).T, -1.0, 1.0)
     kernel = _reproducing_kernel(cosines, grid.max_degree(), grid.dimension)
     return kernel @ weighted.astype(kernel.dtype)
+
+
+def check_points(grid: AbstractDensityGrid, points):
+    """``points`` checked as unit vectors of shape (n, d), d = ``grid.dimension``."""
+    points = check_unit_rows(points, "points")
+    if jnp.ndim(points) != 2 or jnp.shape(points)[1] != grid.dimension:
+        expected("points", f"unit vectors of shape (n, {grid.dimension})", points)
+    return points
 
 
 def interaction_potential_by_quadrature(grid: AbstractDensityGrid, coefficients, beta):

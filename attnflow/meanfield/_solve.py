@@ -272,7 +272,12 @@ def check_density(grid, density, name: str, tol):
             elif message is messages[3]:
                 needed = int(_modes_needed(grid, density, tol))
                 more = f" (about {needed})" if needed > 0 else ""
-                detail = f"; got tail {float(tail):.3g}: it needs more modes{more}"
+                detail = (
+                    f"; got tail {float(tail):.3g}: it needs more modes{more}. A random start "
+                    "built from values at the nodes (noise) has every degree: perturb only low "
+                    "degrees with attnflow.meanfield.random_perturbation(grid, key, "
+                    "max_degree=..., amplitude=...)"
+                )
             elif message is messages[1]:
                 detail = f"; got {float(mass):.3g}"
             raise ValueError(message + detail)

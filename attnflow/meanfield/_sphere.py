@@ -63,7 +63,7 @@ from jaxtyping import Array, Float
 
 from .._check import check_finite_scalar, check_int, check_sa_normalization
 from . import _sphere_legendre as legendre
-from ._grid import AbstractDensityGrid, check_node_count, evaluate_by_quadrature
+from ._grid import AbstractDensityGrid, check_node_count, check_points
 
 # Miller's backward recurrence starts this far above N: the truncation error of s_ℓ at ℓ ≤ N is
 # about exp(−(S² − N²)/|β|) for S ≤ |β| and decays faster past S ≈ |β|, so 300 extra degrees
@@ -107,6 +107,13 @@ def funk_hecke_multipliers(beta, degree: int):
     lam = lam0 * jnp.concatenate([jnp.ones((1,), beta.dtype), jnp.cumprod(beta * ratios)])
     mu = jnp.concatenate([jnp.zeros((1,), beta.dtype), lam[:-1] * ratios])
     return lam, mu
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _evaluate_points(c, size, points):
+    x = jnp.clip(points[:, 2], -1.0, 1.0)
+    phi = jnp.arctan2(points[:, 1], points[:, 0])
+    return legendre.synthesize_at(c, size, x, phi)
 
 
 @functools.lru_cache(maxsize=16)
@@ -294,8 +301,24 @@ class SphereGrid(AbstractDensityGrid):
     # --- the attention kernel -----------------------------------------------------------------
 
     def evaluate(self, coefficients, points):
+        """ρ = Σ c_ℓm Y_ℓm at arbitrary unit vectors ``points`` (n, 3), shape (n,): the real
+        harmonics synthesised at the points by the three-term Legendre recurrence in ℓ (all
+        orders at once) and cos mφ, sin mφ; O(N² n) work, O(N n) memory (20,000 points at
+        N = 32 in well under a second, where quadrature against the reproducing kernel,
+        :func:`evaluate_by_quadrature`, takes about a minute).
+
+        Example:
+            >>> import jax.numpy as jnp, attnflow.meanfield as mf
+            >>> grid = mf.SphereGrid(4)
+            >>> c = jnp.zeros(25).at[0].set(1.0).at[2].set(0.5)   # ρ = 1 + 0.5·√3 z
+            >>> x = jnp.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+            >>> [round(float(v), 6) for v in grid.evaluate(c, x)]
+            [1.866025, 1.0]
+        """
         self._check_coefficients(coefficients)
-        return evaluate_by_quadrature(self, coefficients, points)
+        c = jnp.asarray(coefficients, self._dtype(coefficients))
+        points = check_points(self, points)
+        return _evaluate_points(c, self.degree + 1, points.astype(c.dtype))
 
     def check_kernel(self, beta):
         # The Funk–Hecke multipliers are closed forms (no quadrature of the kernel): nothing to

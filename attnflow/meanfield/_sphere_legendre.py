@@ -102,3 +102,60 @@ def synthesize(flat, table, cos_index, sin_index, n_phi: int, *, phi_derivative:
     spectrum = spectrum.at[:, 0].set(jax.lax.complex(cos_part[:, 0] * n_phi, 0 * cos_part[:, 0]))
     spectrum = jnp.pad(spectrum, ((0, 0), (0, n_phi // 2 + 1 - table.shape[0])))
     return jnp.fft.irfft(spectrum, n=n_phi, axis=1)
+
+
+def point_tables(max_degree: int):
+    """NumPy float64 tables of the pointwise synthesis :func:`synthesize_at`: the diagonal
+    factors d_m = Π_{k=1}^{m} √((2k+1)/(2k)) (P̄_mm = d_m sin^m θ) and the three-term
+    coefficients a_ℓm, b_ℓm of P̄_ℓm = a_ℓm (x P̄_{ℓ−1,m} − b_ℓm P̄_{ℓ−2,m}) for ℓ > m, each
+    (max_degree [ℓ], max_degree [m]) (zero where ℓ ≤ m)."""
+    size = max_degree
+    k = np.arange(1, size)
+    diag = np.concatenate([[1.0], np.cumprod(np.sqrt((2 * k + 1) / (2 * k)))])
+    ell = np.arange(size)[:, None].astype(np.float64)
+    m = np.arange(size)[None, :].astype(np.float64)
+    above = ell > m
+    safe = np.where(above, ell * ell - m * m, 1.0)
+    a = np.where(above, np.sqrt(np.maximum(4 * ell * ell - 1, 0.0) / safe), 0.0)
+    lower = np.where(above & (ell >= 1), (ell - 1) ** 2 - m * m, 0.0)
+    b = np.where(above, np.sqrt(np.maximum(lower, 0.0) / np.maximum(4 * (ell - 1) ** 2 - 1, 1)), 0)
+    return diag, a, b
+
+
+def synthesize_at(flat, max_degree: int, x, phi):
+    """Σ c_ℓm Y_ℓm at arbitrary points (x = cos θ, φ), each (n,), in jnp: the associated Legendre
+    functions by the three-term recurrence in ℓ (all orders m at once, a scan over ℓ carrying
+    two (L, n) arrays) and the longitude factors cos mφ, sin mφ. Cost O(L² n), memory O(L n):
+    no (L, L, n) table and no quadrature against a reproducing kernel."""
+    import jax
+    import jax.numpy as jnp
+
+    dtype = flat.dtype
+    diag, a, b = point_tables(max_degree)
+    cos_index, sin_index = order_tables(max_degree)
+    padded = jnp.concatenate([flat, jnp.zeros((1,), dtype)])
+    root2 = jnp.asarray(np.where(np.arange(max_degree) > 0, np.sqrt(2.0), 1.0), dtype)
+    # (ℓ, m) coefficient matrices of the cosine and sine parts, √2 of m > 0 included
+    cos_c = (padded[cos_index] * root2[:, None]).T
+    sin_c = (padded[sin_index] * root2[:, None]).T
+    x = jnp.asarray(x, dtype)
+    s = jnp.sqrt(jnp.clip(1 - x * x, 0.0, None))
+    orders = jnp.arange(max_degree, dtype=dtype)
+    angle = orders[:, None] * jnp.asarray(phi, dtype)[None, :]
+    cos_m, sin_m = jnp.cos(angle), jnp.sin(angle)
+    diagonal = jnp.asarray(diag, dtype)[:, None] * s[None, :] ** orders[:, None]
+
+    def step(carry, row):
+        previous, before, total = carry
+        ell, a_l, b_l, c_l, s_l = row
+        recurred = a_l[:, None] * (x[None, :] * previous - b_l[:, None] * before)
+        current = jnp.where(
+            (orders == ell)[:, None], diagonal, jnp.where((orders < ell)[:, None], recurred, 0.0)
+        )
+        total = total + jnp.sum(current * (c_l[:, None] * cos_m + s_l[:, None] * sin_m), axis=0)
+        return (current, previous, total), None
+
+    zeros = jnp.zeros((max_degree, x.shape[0]), dtype)
+    rows = (orders, jnp.asarray(a, dtype), jnp.asarray(b, dtype), cos_c, sin_c)
+    (_, _, total), _ = jax.lax.scan(step, (zeros, zeros, jnp.zeros_like(x)), rows)
+    return total

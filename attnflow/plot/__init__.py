@@ -19,6 +19,10 @@ from ._common import (
     clustered_fraction_curve as clustered_fraction_curve,
     save_figures as save_figures,
 )
+from ._density import (
+    density_on_circle as density_on_circle,
+    density_on_sphere as density_on_sphere,
+)
 from ._landscape import critical_point_spectra as critical_point_spectra
 from ._movie import available_movie_format as available_movie_format, token_movie as token_movie
 from ._phase import phase_diagram_heatmap as phase_diagram_heatmap

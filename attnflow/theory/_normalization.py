@@ -50,14 +50,14 @@ def normalized_equiangular_rhs(
         ρ̇ = (2/s) · e^{βρ}(1 − ρ)(1 + (n − 1)ρ) / (e^β + (n − 1)e^{βρ}),
         ṙ = the radial speed of the scheme,
 
-    with c = ⟨θ_i, A_i⟩ = (e^β + (n − 1)ρe^{βρ})/Z and |A_i| (Z = e^β + (n − 1)e^{βρ}):
+    with c = ⟨θ_i, A_i⟩ = (e^β + (n − 1)ρe^{βρ})/Z and ‖A‖ = |A_i| (Z = e^β + (n − 1)e^{βρ}):
 
     | scheme         | s                 | ṙ               |
     |----------------|-------------------|-----------------|
     | post-LN        | 1                 | 0               |
     | pre-LN         | r                 | c               |
-    | peri-LN        | r \|A\|           | c/\|A\|         |
-    | nGPT           | \|A\|/rate        | 0               |
+    | peri-LN        | r ‖A‖             | c/‖A‖           |
+    | nGPT           | ‖A‖/rate          | 0               |
     | Mix-LN         | 1 (t < t*), r     | 0 (t < t*), c   |
     | sqrt-scaling   | r √(t + offset)   | c/√(t + offset) |
     | residual       | 1 at β r²         | r c at β r²     |

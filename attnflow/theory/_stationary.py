@@ -328,9 +328,15 @@ def _order_parameter(kappa, beta, d, normalization, curve, critical):
     last = jnp.max(jnp.where(below, jnp.arange(rs.shape[0]), -1))
     cell = jnp.clip(last, 0, rs.shape[0] - 2)
 
-    def step(_, bracket):
+    def converged(bracket):
+        # |κ(r) − κ| at the better end at rounding level: the remaining steps would not move r
+        _, _, f_lo, f_hi, _, k = bracket
+        close = jnp.minimum(jnp.abs(f_lo), jnp.abs(f_hi)) <= 1e-14 * jnp.maximum(kappa, 1.0)
+        return (k < SECANT_STEPS) & ~close
+
+    def step(bracket):
         # Illinois (bracketed regula falsi): the cell keeps a sign change of κ(r) − κ
-        lo, hi, f_lo, f_hi, side = bracket
+        lo, hi, f_lo, f_hi, side, k = bracket
         mid = jnp.clip((lo * f_hi - hi * f_lo) / (f_hi - f_lo), lo, hi)
         f_mid = _fixed_r(mid, beta, d, normalization)[0] - kappa
         left = f_mid < 0
@@ -342,10 +348,12 @@ def _order_parameter(kappa, beta, d, normalization, curve, critical):
             jnp.where(left, f_mid, f_lo),
             jnp.where(left, f_hi, f_mid),
             jnp.where(left, 1, -1),
+            k + 1,
         )
 
-    bracket = (rs[cell], rs[cell + 1], ks[cell] - kappa, ks[cell + 1] - kappa, 0)
-    lo, hi, f_lo, f_hi, _ = jax.lax.fori_loop(0, SECANT_STEPS, step, bracket)
+    bracket = (rs[cell], rs[cell + 1], ks[cell] - kappa, ks[cell + 1] - kappa, 0, 0)
+    # Stops early once κ(r) − κ is at rounding level (241 κ at β = 3: 5.5 s -> 3.0 s, load 11).
+    lo, hi, f_lo, f_hi, _, _ = jax.lax.while_loop(converged, step, bracket)
     r = jnp.where(-f_lo < f_hi, lo, hi)
     r = jnp.where(last < 0, 0.0, r)
     return jnp.where(last == rs.shape[0] - 1, jnp.nan, r)
