@@ -33,12 +33,10 @@ counts, why)::
 runs this file under pytest (the suite's settings) and rewrites the baseline file.
 """
 
-import collections
 import functools
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -47,60 +45,14 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from compiled_work import hlo_op_counts, phase_step, program_counts
 
 import attnflow as af
 from attnflow import meanfield as mf
-from attnflow._phase import _run
 
 BASELINES = pathlib.Path(__file__).parent / "baselines" / "counted_work.json"
 UPDATE = os.environ.get("ATTNFLOW_UPDATE_COUNTED_WORK") == "1"
 GROWTH = 0.05  # a count may grow by at most 5% over its baseline
-COSTS = ("flops", "transcendentals", "bytes accessed")
-
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
-_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
-_METADATA = re.compile(r",?\s*metadata=\{[^{}]*\}")
-
-
-def hlo_instructions(text: str) -> list[str]:
-    """The instruction lines of an HLO module's text (every computation), without their
-    ``metadata={...}`` (source names and lines; the module's stack-frame tables are left out)."""
-    return [_METADATA.sub("", line) for line in text.splitlines() if _INSTRUCTION.match(line)]
-
-
-def hlo_op_counts(text: str) -> collections.Counter:
-    """Instructions of each op kind in an HLO module's text (every computation)."""
-    counts = collections.Counter()
-    for line in hlo_instructions(text):
-        match = _INSTRUCTION.match(line)
-        rest = line[match.end() :]
-        if rest.startswith("("):  # a tuple shape: skip to its closing parenthesis
-            depth = 0
-            for i, char in enumerate(rest):
-                depth += {"(": 1, ")": -1}.get(char, 0)
-                if depth == 0:
-                    rest = rest[i + 1 :]
-                    break
-        else:
-            rest = rest.split(" ", 1)[1] if " " in rest else ""
-        opcode = _OPCODE.match(rest)
-        if opcode is not None:
-            counts[opcode.group(1)] += 1
-    return counts
-
-
-def program_counts(compiled) -> dict[str, float]:
-    """cost_analysis() FLOPs, transcendentals and bytes, op counts and HLO size of a compiled
-    program."""
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    text = compiled.as_text()
-    ops = hlo_op_counts(text)
-    counts = {name: float(cost.get(name, 0.0)) for name in COSTS}
-    counts["hlo instructions"] = sum(ops.values())
-    counts["hlo characters"] = sum(map(len, hlo_instructions(text)))
-    counts.update({f"op {kind}": n for kind, n in sorted(ops.items())})
-    return counts
 
 
 def _compiled_run(fn, *args):
@@ -140,33 +92,12 @@ def solve():
     return {**counts, **_steps(stats)}
 
 
-class _Captured(Exception):
-    pass
-
-
 def phase_diagram():
     """The phase engine's step as phase_diagram compiles it (the log-distance form: n = 6,
     d = 8, β ∈ {1, 4}, 8 realisations, one call), and the steps of its systems."""
-    box = {}
-
-    def record(pb, *, slots, refill):
-        box.update(pb=pb, slots=slots, refill=refill)
-        raise _Captured
-
-    original = _run._solve_call
-    _run._solve_call = record
-    try:
-        af.phase_diagram(
-            jr.key(2), n=6, d=8, betas=[1.0, 4.0], ts=[0.0, 5.0, 30.0], realizations=8,
-            progress=False,
-        )  # fmt: skip
-    except _Captured:
-        pass
-    finally:
-        _run._solve_call = original
-    lowered = original.lower(box["pb"], slots=box["slots"], refill=box["refill"])
-    compiled = lowered.compile()
-    _, stuck, stats = compiled(box["pb"])
+    options = dict(n=6, d=8, betas=[1.0, 4.0], ts=[0.0, 5.0, 30.0], realizations=8)
+    compiled, pb = phase_step(jr.key(2), **options, progress=False)
+    _, stuck, stats = compiled(pb)
     assert int(stuck) == 0
     accepted, rejected = int(np.sum(stats.accepted)), int(np.sum(stats.rejected))
     return {
