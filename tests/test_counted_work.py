@@ -181,7 +181,7 @@ def grown(path: str, baseline: dict, now: dict) -> list[str]:
     for name, value in now.items():
         base = baseline.get(name, 0)
         if value > base * (1 + GROWTH):
-            change = f"+{value / base - 1:.1%}" if base else "new"
+            change = f"+{value / base - 1:.2%}" if base else "new"
             lines.append(f"{path}: {name} grew from {base:g} to {value:g} ({change})")
     return lines
 
@@ -218,7 +218,7 @@ def test_the_guard_names_what_grew():
     assert grown("p", base, {"op maximum": 12, "flops": 105.0}) == []
     assert grown("p", base, {"op maximum": 11, "flops": 50.0}) == []
     assert grown("p", base, {"op maximum": 23, "flops": 100.0, "op sort": 1}) == [
-        "p: op maximum grew from 12 to 23 (+91.7%)",
+        "p: op maximum grew from 12 to 23 (+91.67%)",
         "p: op sort grew from 0 to 1 (new)",
     ]
     text = (
