@@ -106,8 +106,10 @@ def attnflow_run(x0, betas, dtype, rtol, atol, label=None):
 
 
 def field_cost(n, dtype):
-    """FLOPs and transcendentals of one log-distance field evaluation (XLA cost analysis)."""
-    form = LogDistance((n, n), "softmax", jnp.asarray(DELTA, dtype), jnp.asarray(1e-6, dtype))
+    """FLOPs and transcendentals of one log-distance field evaluation (XLA cost analysis), as
+    the engine runs it for a grid of β ≥ 0 (no row shift)."""
+    delta, floor = jnp.asarray(DELTA, dtype), jnp.asarray(1e-6, dtype)
+    form = LogDistance((n, n), "softmax", delta, floor, signed=False)
     L = jnp.zeros((n, n), dtype)
     rate = jax.jit(lambda form, L, beta: form.rate(L, beta, {}))
     cost = rate.lower(form, L, jnp.asarray(1.0, dtype)).compile().cost_analysis()

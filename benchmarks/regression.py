@@ -12,9 +12,14 @@ ratio new / old with the spread over rounds.
 
 Paths: a small solve (dispatch-bound), a larger float32 solve, one attention-field evaluation,
 multi-head attention, a gradient through solve, the discrete layer loop, the Riemannian gradient
-of an energy and its GradientFlow solve, a mean-field density solve, and a small phase
-diagram, whose float64 values are also compared bit for bit. Only public names that exist in
-both trees are used.
+of an energy and its GradientFlow solve, a mean-field density solve, a small phase diagram,
+and one warm Fig. 3 panel call (n = d = 32, 1024 realisations × 8 β, float32; issue 40); the
+phase diagrams' values are also compared bit for bit. Only public names that exist in both
+trees are used. ``--paths REGEX`` times only the paths whose name matches, e.g. the Fig. 3
+panel against the tree before negative β (each call takes seconds: fewer repeats):
+
+    git worktree add --detach /tmp/e0ca4b0 e0ca4b0
+    python benchmarks/regression.py --old /tmp/e0ca4b0 --rounds 7 --repeats 3 --paths fig3
 """
 
 import argparse
@@ -25,14 +30,15 @@ import subprocess
 import sys
 
 CHILD = r"""
-import json, statistics, sys, time, warnings
+import json, re, statistics, sys, time, warnings
 warnings.simplefilter("ignore")
 import jax
 jax.config.update("jax_enable_x64", True)
-import equinox as eqx, jax.numpy as jnp, jax.random as jr
+import equinox as eqx, jax.numpy as jnp, jax.random as jr, numpy as np
 import attnflow as af
 
 repeats = int(sys.argv[1])
+selected = re.compile(sys.argv[2])  # the paths to time (a regular expression)
 
 def timed(fn):
     jax.block_until_ready(fn())  # compile
@@ -43,6 +49,12 @@ def timed(fn):
         out.append(time.perf_counter() - start)
     return statistics.median(out)
 
+def path(name, fn):  # time fn as path `name` when it is selected
+    if selected.search(name):
+        results[name] = timed(fn)
+        return True
+    return False
+
 def multihead(beta, Q, K, V):
     try:
         return af.MultiHeadAttention(beta=beta, Q=Q, K=K, V=V)
@@ -52,23 +64,22 @@ def multihead(beta, Q, K, V):
 results = {}
 x8 = af.random_tokens(jr.key(0), 8, 3)
 sa = af.SelfAttention(1.0)
-results["solve n=8 d=3 (float64)"] = timed(lambda: af.solve(sa, x8, 5.0).ys)
+path("solve n=8 d=3 (float64)", lambda: af.solve(sa, x8, 5.0).ys)
 
 x256 = af.random_tokens(jr.key(1), 256, 64).astype(jnp.float32)
 sa4 = af.SelfAttention(4.0)
-results["solve n=256 d=64 (float32)"] = timed(
-    lambda: af.solve(sa4, x256, 5.0, rtol=1e-4, atol=1e-6).ys)
+path("solve n=256 d=64 (float32)", lambda: af.solve(sa4, x256, 5.0, rtol=1e-4, atol=1e-6).ys)
 
 x1024 = af.random_tokens(jr.key(2), 1024, 64).astype(jnp.float32)
 field = eqx.filter_jit(lambda x: sa4(0.0, x, None))
-results["field n=1024 d=64 (float32)"] = timed(lambda: field(x1024))
+path("field n=1024 d=64 (float32)", lambda: field(x1024))
 
 H, d = 8, 64
 Q = jr.normal(jr.key(3), (H, 16, d)) / 8
 mha = multihead(1.0, Q, Q, jnp.broadcast_to(jnp.eye(d), (H, d, d)))
 mfield = eqx.filter_jit(lambda x: mha(0.0, x, None))
 x256d = af.random_tokens(jr.key(4), 256, d)
-results["multi-head field H=8 n=256 d=64 (float64)"] = timed(lambda: mfield(x256d))
+path("multi-head field H=8 n=256 d=64 (float64)", lambda: mfield(x256d))
 
 x64 = af.random_tokens(jr.key(5), 64, 16)
 V0 = jnp.eye(16)
@@ -77,39 +88,49 @@ V0 = jnp.eye(16)
 def loss_grad(V):
     return jax.grad(lambda V: af.solve(af.SelfAttention(2.0, V=V), x64, 3.0).ys[-1].sum())(V)
 
-results["grad through solve n=64 d=16 (float64)"] = timed(lambda: loss_grad(V0))
+path("grad through solve n=64 d=16 (float64)", lambda: loss_grad(V0))
 
 layers = eqx.filter_jit(lambda x: af.layers(sa4, x, 50, 0.1))
-results["layers 50 n=256 d=64 (float32)"] = timed(lambda: layers(x256))
+path("layers 50 n=256 d=64 (float32)", lambda: layers(x256))
 
 energy, metric = af.InteractionEnergy(4.0), af.AttentionMetric(4.0)
 x256e = af.random_tokens(jr.key(7), 256, 16)
 rgrad = eqx.filter_jit(lambda x: af.riemannian_gradient(energy, metric, x))
-results["riemannian_gradient SA n=256 d=16 (float64)"] = timed(lambda: rgrad(x256e))
+path("riemannian_gradient SA n=256 d=16 (float64)", lambda: rgrad(x256e))
 flow = af.GradientFlow(energy, metric)
-results["solve GradientFlow n=64 d=16 (float64)"] = timed(lambda: af.solve(flow, x64, 3.0).ys)
+path("solve GradientFlow n=64 d=16 (float64)", lambda: af.solve(flow, x64, 3.0).ys)
 
 if hasattr(af, "meanfield"):
     from attnflow import meanfield as mf
     grid = mf.CircleGrid(32)
     rho0 = jnp.zeros(65).at[0].set(1.0).at[1].set(0.3)
-    results["solve_density CircleGrid(32) beta=4 t1=5 (float64)"] = timed(
-        lambda: mf.solve_density(grid, rho0, 5.0, beta=4.0).coefficients)
+    path("solve_density CircleGrid(32) beta=4 t1=5 (float64)",
+         lambda: mf.solve_density(grid, rho0, 5.0, beta=4.0).coefficients)
 
-results["phase_diagram n=32 d=2, 3x3 grid, 256 realisations"] = timed(
-    lambda: af.phase_diagram(jr.key(6), n=32, d=2, betas=[1.0, 4.0, 9.0], ts=[2.0, 10.0, 30.0],
-                             realizations=256, progress=False))
-p = af.phase_diagram(jr.key(6), n=32, d=2, betas=[1.0, 4.0, 9.0], ts=[2.0, 10.0, 30.0],
-                     realizations=256, progress=False)
-results["phase_diagram values (float64)"] = [float(v).hex() for v in jnp.ravel(p)]
+small = dict(n=32, d=2, betas=[1.0, 4.0, 9.0], ts=[2.0, 10.0, 30.0], realizations=256,
+             progress=False)
+if path("phase_diagram n=32 d=2, 3x3 grid, 256 realisations",
+        lambda: af.phase_diagram(jr.key(6), **small)):
+    p = af.phase_diagram(jr.key(6), **small)
+    results["phase_diagram values (float64)"] = [float(v).hex() for v in jnp.ravel(p)]
+
+# One warm Fig. 3 panel call (issue 40): the default preset's d = 32 panel cut to one β block.
+fig3 = dict(n=32, d=32, betas=np.linspace(0.1, 9.0, 8), ts=np.linspace(0.0, 30.0, 100),
+            realizations=1024, rtol=1e-3, atol=1e-6, dtype=jnp.float32, chunk_size=128,
+            beta_block=8, progress=False)
+if path("fig3 panel n=d=32, 1024 realisations x 8 beta (float32)",
+        lambda: af.phase_diagram(jr.key(8), **fig3)):
+    p = af.phase_diagram(jr.key(8), **fig3)
+    results["fig3 panel values (float32)"] = [float(v).hex() for v in jnp.ravel(p)]
+
 print("RESULTS " + json.dumps(results))
 """
 
 
-def run_tree(tree, repeats):
+def run_tree(tree, repeats, paths):
     env = dict(os.environ, PYTHONPATH=tree, PYTHONWARNINGS="ignore")
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(repeats)],
+        [sys.executable, "-c", CHILD, str(repeats), paths],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -128,19 +149,23 @@ def main():
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per path per round")
+    parser.add_argument(
+        "--paths", default="", help="time only the paths whose name matches this regular expression"
+    )
     args = parser.parse_args()
     runs = {"old": [], "new": []}
     for round_ in range(args.rounds):
         order = ("old", "new") if round_ % 2 == 0 else ("new", "old")
         for which in order:
-            runs[which].append(run_tree(getattr(args, which), args.repeats))
+            runs[which].append(run_tree(getattr(args, which), args.repeats, args.paths))
         print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     print(f"{'path':52s} {'old ms':>9s} {'new ms':>9s} {'new/old':>8s}  (min–max of rounds)")
-    values = "phase_diagram values (float64)"
-    same = all(r[values] == runs["old"][0][values] for r in runs["old"] + runs["new"])
-    print(f"phase diagram float64 values bitwise equal in both trees: {same}")
+    values = [path for path in runs["old"][0] if " values " in path]
+    for name in values:
+        same = all(r[name] == runs["old"][0][name] for r in runs["old"] + runs["new"])
+        print(f"{name} bitwise equal in both trees: {same}")
     for path in runs["old"][0]:
-        if path == values:
+        if path in values:
             continue
         old = [r[path] for r in runs["old"]]
         new = [r[path] for r in runs["new"]]

@@ -15,6 +15,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 from helpers import sa_field_numpy
+from scipy.integrate import solve_ivp
 
 import attnflow as af
 from attnflow._phase._distance import distance_rate
@@ -186,3 +187,35 @@ def test_negative_beta_solve_stays_on_the_sphere(dtype, normalization, beta):
     assert x.dtype == dtype and bool(jnp.all(jnp.isfinite(x)))
     tol = 1e-5 if dtype == jnp.float32 else 1e-12
     np.testing.assert_allclose(jnp.linalg.norm(x, axis=1), 1.0, atol=tol)
+
+
+def test_distance_engine_shifts_only_for_a_grid_with_negative_beta():
+    """The d ≥ 3 engine's row shift is a static choice of the grid (issue 40): a grid with
+    β ≥ 0 only runs without it, and its systems are bitwise those of a grid of the same shape
+    with a negative β (run with the shift, exactly 0 for β ≥ 0): P and every step count. The
+    negative β needs the shift: float32, β = −60, where e^{−βD} would reach e^{120}."""
+    x0 = af.random_tokens(jr.key(9), 4, 3, batch_shape=(2,), dtype=jnp.float32)
+    options = dict(ts=[0.0, 4.0, 30.0], rtol=1e-6, atol=1e-8, progress=False)
+    plain = af.phase_diagram_from_tokens_result(x0, betas=[0.5, 0.5, 3.0], **options)
+    mixed = af.phase_diagram_from_tokens_result(x0, betas=[-60.0, 0.5, 3.0], **options)
+    for name in ("probability", "accepted", "rejected"):
+        np.testing.assert_array_equal(getattr(mixed, name)[1:], getattr(plain, name)[1:])
+    assert float(mixed.probability[1, -1]) == 1.0 and int(mixed.accepted[2, 0]) > 20
+    # β = −60 against the token flow in NumPy (float64, SciPy's DOP853): each token is drawn
+    # to its farthest neighbour, and here the four tokens still collapse.
+    reference = []
+    for x in np.asarray(x0, np.float64):
+        flow = solve_ivp(
+            lambda t, y: sa_field_numpy(y.reshape(4, 3), -60.0).ravel(),
+            (0.0, 30.0),
+            x.ravel(),
+            t_eval=options["ts"],
+            method="DOP853",
+            rtol=1e-10,
+            atol=1e-12,
+        )
+        xs = flow.y.T.reshape(-1, 4, 3)
+        xs /= np.linalg.norm(xs, axis=-1, keepdims=True)
+        close = np.einsum("tid,tjd->tij", xs, xs) >= 1 - 1e-3
+        reference.append(close[:, ~np.eye(4, dtype=bool)].mean(axis=1))
+    np.testing.assert_array_equal(mixed.probability[0], np.mean(reference, axis=0))

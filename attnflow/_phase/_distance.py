@@ -16,23 +16,42 @@ from jaxtyping import Array, Bool, Float
 from ._form import AbstractStateForm
 
 
-def distance_rate(D: Float[Array, "n n"], beta, normalization: str) -> Float[Array, "n n"]:
+def distance_rate(
+    D: Float[Array, "n n"], beta, normalization: str, *, signed: bool = True
+) -> Float[Array, "n n"]:
     """Ḋ for D = 1 − G = (|x_i − x_j|²/2)_ij, Q = K = V = I (derivation in the module docstring).
 
     With A = softmax(−βD) (or e^{β − βD}/n), a_i = Σ_k A_ik and r_i = (A D)_ii:
     Ḋ_ij = (AD)_ij + (AD)_ji − r_i − r_j − (a_i + a_j − r_i − r_j) D_ij. Since r = diag(AD)
     exactly, Ḋ_ii = 0 in floating point: diag(D) = 0 (|x_i| = 1) is kept exactly.
+
+    ``signed`` (static): whether β may be negative. True takes the exponentials with the row
+    shift below, valid for either sign; False leaves it out and is only for β ≥ 0, where the
+    shift is exactly 0 (the same values bitwise, without its pass over D and its reductions:
+    the phase driver passes False when every β of the call is ≥ 0).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from attnflow._phase._distance import distance_rate
+        >>> D = jnp.array([[0.0, 1.0], [1.0, 0.0]])  # two orthogonal tokens
+        >>> bool(jnp.all(distance_rate(D, 2.0, "softmax", signed=False)
+        ...               == distance_rate(D, 2.0, "softmax")))
+        True
     """
-    # Row shift m_i = max_j(−βD_ij): 0 for β ≥ 0 (D ≥ 0, D_ii = 0: the values are unchanged),
-    # −β max_j D_ij for β < 0, where the largest weight is at the farthest token. Then
-    # exp(−βD − m) ∈ (0, 1] with a 1 in every row: no overflow and every row sum ≥ 1.
-    m = jnp.maximum(-beta, 0) * jnp.max(D, axis=-1, keepdims=True)
-    E = jnp.exp(-beta * D - m)
+    if signed:
+        # Row shift m_i = max_j(−βD_ij): 0 for β ≥ 0 (D ≥ 0, D_ii = 0: the values are
+        # unchanged), −β max_j D_ij for β < 0, where the largest weight is at the farthest
+        # token. Then exp(−βD − m) ∈ (0, 1] with a 1 in every row: no overflow, row sums ≥ 1.
+        m = jnp.maximum(-beta, 0) * jnp.max(D, axis=-1, keepdims=True)
+        E, log_scale = jnp.exp(-beta * D - m), beta + m
+    else:
+        # β ≥ 0 and D ≥ 0: exp(−βD) ∈ (0, 1] with E_ii = 1 already.
+        E, log_scale = jnp.exp(-beta * D), beta
     if normalization == "softmax":
         AD = (E @ D) / jnp.sum(E, axis=-1)[:, None]
         a = 1
     else:
-        A = E * (jnp.exp(beta + m) / D.shape[0])
+        A = E * (jnp.exp(log_scale) / D.shape[0])
         AD = A @ D
         a = jnp.sum(A, axis=-1)
     r = jnp.diagonal(AD)
@@ -58,10 +77,12 @@ class Distance(AbstractStateForm):
     shape: tuple[int, int] = eqx.field(static=True)
     normalization: str = eqx.field(static=True)
     delta: Float[Array, ""]
+    signed: bool = eqx.field(static=True, default=True)
+    """Whether some β may be negative (:func:`distance_rate`); False only for β ≥ 0."""
 
     def rate(self, y, beta, params):
         del params
-        return distance_rate(y, beta, self.normalization)
+        return distance_rate(y, beta, self.normalization, signed=self.signed)
 
     def clustered(self, y) -> Bool[Array, "*batch nn"]:
         # D_ij = 1 − ⟨x_i, x_j⟩ is stored directly: no cancellation near the threshold.

@@ -238,8 +238,10 @@ def _from_tokens(
     B = None
     if "Q" in mats:
         B = jnp.swapaxes(mats["Q"], -1, -2) @ mats["K"]
+    # A static choice: the distance forms shift their exponentials only for a grid with β < 0.
+    signed = bool(np.any(betas < 0))
     y, form, params, early_stop = _state_form(
-        x0, B, mats.get("V"), statistic.delta, normalization, reduce
+        x0, B, mats.get("V"), statistic.delta, normalization, reduce, signed
     )
     result = run(y, form, params, betas, ts, engine=engine, n=n, early_stop=early_stop)
     return result if statistics else result.probability
@@ -335,8 +337,9 @@ def _weight_matrices(x0, Q, K, V, full):
     return mats
 
 
-def _state_form(x0, B, V, delta, normalization, reduce):
-    """(initial states, state form, per-system params, early stop) for tokens x0 (R, n, d)."""
+def _state_form(x0, B, V, delta, normalization, reduce, signed):
+    """(initial states, state form, per-system params, early stop) for tokens x0 (R, n, d);
+    ``signed``: whether some β of the grid is negative (the distance forms' row shift)."""
     R, n, d = x0.shape
     dtype = x0.dtype
     delta_a = jnp.asarray(delta, dtype)
@@ -350,10 +353,10 @@ def _state_form(x0, B, V, delta, normalization, reduce):
         D = jnp.where(off, jnp.maximum(1 - x0 @ jnp.swapaxes(x0, -1, -2), 0), 0)
         floor = log_floor(delta, dtype)
         if floor > delta / 16:
-            return D, Distance((n, n), normalization, delta_a), {}, True
+            return D, Distance((n, n), normalization, delta_a, signed), {}, True
         # log D (coincident tokens, D_ij = 0, start at the smallest normal number)
         L = jnp.where(off, jnp.log(jnp.maximum(D, jnp.finfo(dtype).tiny)), LOG_ZERO)
-        form = LogDistance((n, n), normalization, delta_a, jnp.asarray(floor, dtype))
+        form = LogDistance((n, n), normalization, delta_a, jnp.asarray(floor, dtype), signed)
         return L, form, {}, True
     if V is None and reduce:
         B = jnp.broadcast_to(B, (R, d, d))

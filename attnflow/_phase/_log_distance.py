@@ -47,11 +47,14 @@ class LogDistance(AbstractStateForm):
     normalization: str = eqx.field(static=True)
     delta: Float[Array, ""]
     floor: Float[Array, ""]
+    signed: bool = eqx.field(static=True, default=True)
+    """Whether some β may be negative (:func:`._distance.distance_rate`); False only for β ≥ 0."""
 
     def rate(self, y, beta, params):
         del params
         D = jnp.exp(y)
-        return distance_rate(D, beta, self.normalization) / jnp.maximum(D, self.floor)
+        rate = distance_rate(D, beta, self.normalization, signed=self.signed)
+        return rate / jnp.maximum(D, self.floor)
 
     def clustered(self, y) -> Bool[Array, "*batch nn"]:
         # L_ii = LOG_ZERO ≤ log δ: the diagonal is marked.
