@@ -16,14 +16,37 @@ def configure(parser):
         action="store_const",
         const="quick",
         dest="preset",
-        help="test-sized run (about a minute on 2 cores, most of it compilation)",
+        help="test-sized run (most of it compilation: normalization about 15 s on 2 cores)",
     )
     size.add_argument(
-        "--full", action="store_const", const="full", dest="preset", help="paper resolution"
+        "--full",
+        action="store_const",
+        const="full",
+        dest="preset",
+        help="paper resolution (normalization: d = 512, n = 64, 32 realisations, 200 layers)",
     )
     parser.set_defaults(preset="default")
     parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")
     parser.add_argument("--out", default="attnflow-figures", help="output folder")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="normalization only: overlay the survey's Fig. 4 means (digitised, shipped with "
+        "attnflow) on the computed curves",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=("survey", "identity-value"),
+        default=None,
+        help="normalization only: the law of the random weights; 'survey' (default): Q, K, V "
+        "i.i.d. N(0, 1/d); 'identity-value': Q, K as before and V = I (attnflow before issue 41)",
+    )
+    parser.epilog = (
+        "Sizes and times of normalization (the survey's Fig. 4; times on 2 loaded cores, "
+        "indicative only): --quick d = 16, n = 8, 4 realisations, 40 layers (about 15 s); "
+        "default d = 128, n = 32, 16 realisations, 100 layers (about 50 s); --full d = 512, "
+        "n = 64, 32 realisations, 200 layers (FULL_TIME)."
+    )
 
 
 def run(args) -> int:
@@ -33,10 +56,22 @@ def run(args) -> int:
     # Files only: no window, whatever the user's default backend (attnflow.plot leaves it alone).
     matplotlib.use("Agg")
 
+    options = {
+        key: value
+        for key, value in (("compare", args.compare or None), ("weights", args.weights))
+        if value is not None
+    }
+    if options and args.name != "normalization":
+        print(
+            f"attnflow figure {args.name}: --{'/--'.join(options)} applies to the normalization "
+            "figure only",
+            file=sys.stderr,
+        )
+        return 2
     out = output_folder(args.out)  # before the minutes of compute, not after
     jax.config.update("jax_enable_x64", True)
     module = importlib.import_module(FIGURES[args.name])
-    params = dict(module.PRESETS[args.preset])
+    params = {**module.PRESETS[args.preset], **options}
     start = time.perf_counter()
     from attnflow.pretrained import ModelNotInstalledError
 
