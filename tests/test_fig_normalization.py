@@ -86,12 +86,14 @@ def test_weight_laws():
     np.testing.assert_array_equal(K0, jr.normal(kk, (64, 64)) / 8.0)
 
 
-# The survey's scale (d = 512, n = 64) at a reduced cost: 2 realisations, step 0.1, t ≤ 6.
-SURVEY_SIZE = {"d": 512, "n": 64, "realisations": 2, "t1": 6.0, "step": 0.1}
-# Stated tolerance on the mean: the survey's band is about ±0.05 wide where the curves rise
-# steeply (digitised to ±0.02); two realisations and h = 0.1 (the full figure: 32 and 0.05) add
-# up to 0.07 (measured); the models the survey rules out miss by 0.25 or more (V = I: Post-LN
-# +0.26 at t = 2; N(0, 2/d): nGPT -0.24 at t = 1; U(±1/√d): Post-LN -0.41 at t = 3).
+# The survey's scale (d = 512, n = 64, T = 10: Mix-LN switches at 2.5) at a reduced cost:
+# 2 realisations and step 0.1 (the full figure: 32 and 0.05).
+SURVEY_SIZE = {"d": 512, "n": 64, "realisations": 2, "t1": 10.0, "step": 0.1}
+# The times of issue 41 and the stated tolerance on the mean. The full figure's means lie within
+# 0.09 of the survey's (Pre-LN at t = 4; benchmarks/RESULTS.md), this reduced run within 0.08;
+# the laws the survey rules out miss by 0.24 or more (V = I: Post-LN +0.29 at t = 3;
+# N(0, 2/d): nGPT -0.24 at t = 1; U(±1/√d): Post-LN -0.41 at t = 3).
+TIMES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 TOLERANCE = 0.1
 
 
@@ -102,12 +104,13 @@ def survey_size():
 
 
 def test_survey_model_follows_the_published_means(survey_size):
-    """Post-LN, Pre-LN, Mix-LN, Peri-LN and nGPT at t = 0.5, ..., 6 and sqrt-scaling up to
-    t = 4 lie within TOLERANCE of the digitised survey means."""
+    """Post-LN, Pre-LN, Mix-LN, Peri-LN and nGPT at the eight times, and sqrt-scaling up to
+    t = 4, lie within TOLERANCE of the digitised survey means."""
     for name in fig.NAMES:
-        for t, deviation in survey_size[name].items():
+        for t in TIMES:
             if name == "sqrt-scaling" and t > 4:
                 continue
+            deviation = survey_size[name][t]
             assert abs(deviation) < TOLERANCE, (name, t, deviation)
 
 
@@ -115,3 +118,4 @@ def test_sqrt_scaling_falls_below_the_survey_after_t_4(survey_size):
     """The known gap (docs/survey.md §6.2): with 1/√(t + 1) sqrt-scaling is a time change of
     pre-LN, τ = 2(√(t + 1) − 1), too slow after t ≈ 4 (the survey's needs τ ≈ 0.65 t)."""
     assert survey_size["sqrt-scaling"][6.0] < -0.1
+    assert survey_size["sqrt-scaling"][10.0] < -0.1
