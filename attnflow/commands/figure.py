@@ -16,7 +16,7 @@ def configure(parser):
         action="store_const",
         const="quick",
         dest="preset",
-        help="test-sized run (most of it compilation: normalization about 15 s on 2 cores)",
+        help="test-sized run (mostly compilation; sizes and times below)",
     )
     size.add_argument(
         "--full",
@@ -42,10 +42,11 @@ def configure(parser):
         "i.i.d. N(0, 1/d); 'identity-value': Q, K as before and V = I (attnflow before issue 41)",
     )
     parser.epilog = (
-        "Sizes and times of normalization (the survey's Fig. 4; times on 2 loaded cores, "
-        "indicative only): --quick d = 16, n = 8, 4 realisations, 40 layers (about 15 s); "
-        "default d = 128, n = 32, 16 realisations, 100 layers (about 50 s); --full d = 512, "
-        "n = 64, 32 realisations, 200 layers (FULL_TIME)."
+        "normalization (the survey's Fig. 4) by size, with times seen on a shared 2-core "
+        "machine under load (indicative, not benchmarks): --quick d = 16, n = 8, 4 "
+        "realisations, 40 layers (about 15 s of CPU, 80 s wall at load 10); default d = 128, "
+        "n = 32, 16 realisations, 100 layers (47 s wall at load 6); --full d = 512, n = 64, 32 "
+        "realisations, 200 layers (130 s of CPU, 8.4 min wall at load 12)."
     )
 
 
