@@ -5,10 +5,12 @@ against the curves digitised off the published figure."""
 
 import json
 
+import jax
 import jax.random as jr
 import numpy as np
 import pytest
 
+import attnflow as af
 from attnflow.cli import main
 from attnflow.figures import _survey_fig4 as survey, normalization as fig
 
@@ -119,3 +121,49 @@ def test_sqrt_scaling_falls_below_the_survey_after_t_4(survey_size):
     pre-LN, τ = 2(√(t + 1) − 1), too slow after t ≈ 4 (the survey's needs τ ≈ 0.65 t)."""
     assert survey_size["sqrt-scaling"][6.0] < -0.1
     assert survey_size["sqrt-scaling"][10.0] < -0.1
+
+
+def _numpy_unit_step(Q, K, V, x, peri: bool, layers: int = 10):
+    """Post-LN x ← N(x + A(x)) or Peri-LN z ← z + N(A(N(z))) with h = 1, A(x)_i = Σ_j a_ij V x_j,
+    a = softmax(β ⟨Q x_i, K x_j⟩), β = √d, in NumPy: the mean cosine at layers 0..layers."""
+    n, d = x.shape
+    beta, z, curve = np.sqrt(d), x, []
+    for _ in range(layers + 1):
+        theta = z / np.linalg.norm(z, axis=1, keepdims=True)
+        curve.append(((theta @ theta.T).sum() - n) / (n * (n - 1)))
+        logits = beta * (theta @ Q.T) @ (theta @ K.T).T
+        a = np.exp(logits - logits.max(axis=1, keepdims=True))
+        out = (a / a.sum(axis=1, keepdims=True)) @ theta @ V.T
+        if peri:
+            z = z + out / np.linalg.norm(out, axis=1, keepdims=True)
+        else:
+            z = (z + out) / np.linalg.norm(z + out, axis=1, keepdims=True)
+    return np.array(curve)
+
+
+def test_unit_step_reading_of_h1_misses_the_survey():
+    """The file name's "h1" read as the step h = 1 (T = 10 layers, plotted at the layer index;
+    docs/survey.md §6.2): with the survey's law (Q, K, V N(0, 1/d), β = √d, d = 512, n = 64)
+    Post-LN and Peri-LN lie far below the published means (32 realisations in
+    benchmarks/fig4_h1.py: 0.45 against 0.89 at t = 4, 0.47 against 0.75 at t = 2); attnflow's
+    layer maps at h = 1 are an independent NumPy transcription's to 1e-10."""
+    keys = jr.split(jr.key(0), 4)
+    survey_at = dict(zip(survey.TIMES, zip(*survey.MEANS.values(), strict=True), strict=True))
+    names = list(survey.MEANS)
+    for scheme, peri, layer in ((af.PostLN(), False, 4), (af.PeriLN(), True, 2)):
+        name = "Peri-LN" if peri else "Post-LN"
+
+        @jax.jit
+        def run(Q, K, V, x, scheme=scheme):
+            sublayer = af.AttentionSublayer(af.SelfAttention(np.sqrt(512.0), Q, K, V))
+            return fig.mean_cosine(scheme.layers(sublayer, x, 10, 1.0))
+
+        ours, numpy = [], []
+        for key in keys:
+            Q, K, V, x = fig.draw(key, 64, 512)
+            ours.append(np.asarray(run(Q, K, V, x)))
+            numpy.append(_numpy_unit_step(*(np.asarray(a) for a in (Q, K, V, x)), peri=peri))
+        np.testing.assert_allclose(ours, numpy, atol=1e-10)
+        mean = np.mean(numpy, axis=0)[layer]
+        published = survey_at[float(layer)][names.index(name)]
+        assert mean < published - 0.2, (name, layer, mean, published)
