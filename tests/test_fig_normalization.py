@@ -123,7 +123,7 @@ def test_sqrt_scaling_falls_below_the_survey_after_t_4(survey_size):
     assert survey_size["sqrt-scaling"][10.0] < -0.1
 
 
-def _numpy_unit_step(Q, K, V, x, peri: bool, layers: int = 10):
+def _numpy_unit_step(Q, K, V, x, peri: bool, layers: int):
     """Post-LN x ← N(x + A(x)) or Peri-LN z ← z + N(A(N(z))) with h = 1, A(x)_i = Σ_j a_ij V x_j,
     a = softmax(β ⟨Q x_i, K x_j⟩), β = √d, in NumPy: the mean cosine at layers 0..layers."""
     n, d = x.shape
@@ -146,8 +146,9 @@ def test_unit_step_reading_of_h1_misses_the_survey():
     docs/survey.md §6.2): with the survey's law (Q, K, V N(0, 1/d), β = √d, d = 512, n = 64)
     Post-LN and Peri-LN lie far below the published means (32 realisations in
     benchmarks/fig4_h1.py: 0.45 against 0.89 at t = 4, 0.47 against 0.75 at t = 2); attnflow's
-    layer maps at h = 1 are an independent NumPy transcription's to 1e-10."""
-    keys = jr.split(jr.key(0), 4)
+    layer maps at h = 1 are an independent NumPy transcription's to 1e-10 (2 realisations; over 32,
+    one realisation ranges over 0.36–0.54 at t = 4 and 0.43–0.51 at t = 2)."""
+    keys = jr.split(jr.key(0), 2)
     survey_at = dict(zip(survey.TIMES, zip(*survey.MEANS.values(), strict=True), strict=True))
     names = list(survey.MEANS)
     for scheme, peri, layer in ((af.PostLN(), False, 4), (af.PeriLN(), True, 2)):
@@ -161,8 +162,9 @@ def test_unit_step_reading_of_h1_misses_the_survey():
         ours, numpy = [], []
         for key in keys:
             Q, K, V, x = fig.draw(key, 64, 512)
-            ours.append(np.asarray(run(Q, K, V, x)))
-            numpy.append(_numpy_unit_step(*(np.asarray(a) for a in (Q, K, V, x)), peri=peri))
+            ours.append(np.asarray(run(Q, K, V, x))[: layer + 1])
+            arrays = (np.asarray(a) for a in (Q, K, V, x))
+            numpy.append(_numpy_unit_step(*arrays, peri=peri, layers=layer))
         np.testing.assert_allclose(ours, numpy, atol=1e-10)
         mean = np.mean(numpy, axis=0)[layer]
         published = survey_at[float(layer)][names.index(name)]

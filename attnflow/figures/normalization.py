@@ -30,7 +30,10 @@ Other laws measured (32 → 2 realisations, d = 512): PyTorch's nn.Linear defaul
 N(0, 2/d) (Kaiming with the ReLU gain √2) makes nGPT and Peri-LN too slow (0.23 and 0.15 at
 t = 1 against 0.47 and 0.41) and Post-LN too fast; V = I (``weights="identity-value"``, the model
 of attnflow before issue #41, Q and K as above) makes Post-, Pre- and Mix-LN rise about 0.7
-time units early.
+time units early. Reading the file name's "h1" as the step h = 1 (T = 10 layers of unit step,
+plotted at the layer index) was measured too (``benchmarks/fig4_h1.py``): with this law Post-LN
+is 0.45 at t = 4 against 0.89, and no weight law or temperature tried brings all six schemes
+within 0.05, so "h1" is read as one head.
 
 The ``.npz`` holds every curve and the model's description (``model``), the ``.json`` the same
 description and the order of the schemes by their final mean cosine similarity.
