@@ -515,8 +515,10 @@ class MixLN(AbstractOneSublayerScheme):
 
 
 class SqrtScaling(AbstractOneSublayerScheme):
-    """Pre-LN with the layer's update scaled by 1/√ℓ ("sqrt-scaling" of arXiv:2510.22026 and of
-    the survey's Fig. 4; LayerNorm-Scaling, Sun et al. arXiv:2502.05795), layer ℓ = t + offset:
+    """Pre-LN with the layer's update scaled by 1/√ℓ, layer ℓ = t + offset ("sqrt-scaling" of
+    arXiv:2510.22026 and of the survey's Fig. 4, which cites Noci et al., NeurIPS 2022, for
+    residual branches scaled with the depth, and gives no s_i; LayerNorm-Scaling, Sun et al.
+    arXiv:2502.05795):
 
         z ← z + h g(N(z))/√(t + offset);      flow ż = g(z/|z|)/√(t + offset).
 
@@ -525,6 +527,9 @@ class SqrtScaling(AbstractOneSublayerScheme):
     layer per unit time (h = 1) layer k = 0, 1, … is scaled by 1/√(k + 1), the 1/√ℓ of
     LayerNorm-Scaling for ℓ = 1, 2, …; Sun et al. scale the normalised *input* of the block,
     which for attention also divides β by ℓ; the speed-regulation reading scales the update.
+    Against the survey's Fig. 4 (docs/survey.md §6.2) this reading follows the published curve
+    up to t ≈ 4 and is slower after it: that curve is pre-LN's at about 0.65 t, a constant
+    factor, where 1/√(t + 1) gives 2(√(t + 1) − 1).
 
     Args:
         offset: the layer index at t = 0 (> 0); default 1.

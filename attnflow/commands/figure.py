@@ -3,6 +3,7 @@
 import argparse
 import importlib
 import sys
+import textwrap
 import time
 
 from attnflow.commands._args import at_least, output_folder, seed
@@ -24,10 +25,14 @@ def configure(parser):
         action="store_const",
         const="quick",
         dest="preset",
-        help="test-sized run (about a minute on 2 cores, most of it compilation)",
+        help="test-sized run (mostly compilation; sizes and times below)",
     )
     size.add_argument(
-        "--full", action="store_const", const="full", dest="preset", help="paper resolution"
+        "--full",
+        action="store_const",
+        const="full",
+        dest="preset",
+        help="paper resolution (normalization: d = 512, n = 64, 32 realisations, 200 layers)",
     )
     parser.set_defaults(preset="default")
     parser.add_argument("--seed", type=seed, default=0, help="PRNG seed in [0, 2**63 - 1]")
@@ -41,6 +46,27 @@ def configure(parser):
     parser.add_argument(
         "--dpi", type=at_least(10), default=200, help="resolution of raster output (default 200)"
     )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="normalization only: overlay the survey's Fig. 4 means (digitised, shipped with "
+        "attnflow) on the computed curves",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=("survey", "identity-value"),
+        default=None,
+        help="normalization only: the law of the random weights; 'survey' (default): Q, K, V "
+        "i.i.d. N(0, 1/d); 'identity-value': Q, K as before and V = I (attnflow before issue 41)",
+    )
+    parser.epilog += "\n\n" + textwrap.fill(
+        "normalization (the survey's Fig. 4) by size, with times seen on a shared 2-core "
+        "machine under load (indicative, not benchmarks): --quick d = 16, n = 8, 4 "
+        "realisations, 40 layers (about 15 s of CPU, 80 s wall at load 10); default d = 128, "
+        "n = 32, 16 realisations, 100 layers (47 s wall at load 6); --full d = 512, n = 64, 32 "
+        "realisations, 200 layers (130 s of CPU, 8.4 min wall at load 12).",
+        width=88,
+    )
 
 
 def run(args) -> int:
@@ -50,11 +76,24 @@ def run(args) -> int:
     # Files only: no window, whatever the user's default backend (attnflow.plot leaves it alone).
     matplotlib.use("Agg")
 
+    options = {
+        key: value
+        for key, value in (("compare", args.compare or None), ("weights", args.weights))
+        if value is not None
+    }
+    if options and args.name != "normalization":
+        print(
+            f"attnflow figure {args.name}: --{'/--'.join(options)} applies to the normalization "
+            "figure only",
+            file=sys.stderr,
+        )
+        return 2
+
     from attnflow.figures._output import saving
     from attnflow.pretrained import ModelNotInstalledError
 
     module = importlib.import_module(FIGURES[args.name])
-    params = dict(module.PRESETS[args.preset])
+    params = {**module.PRESETS[args.preset], **options}
     # Missing weights or optional packages: said at once, before any work or output folder.
     try:
         getattr(module, "check_requirements", lambda params: None)(params)
