@@ -32,6 +32,10 @@ if os.environ.get("ATTNFLOW_TEST_JAX_CACHE", "1") != "0":
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cache)
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+else:
+    # The CLI and the notebooks switch on a per-user cache (attnflow.enable_compilation_cache):
+    # not from the suite when its own cache is off.
+    os.environ.setdefault("ATTNFLOW_COMPILATION_CACHE", "0")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
