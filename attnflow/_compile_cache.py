@@ -39,8 +39,8 @@ def enable_compilation_cache(path=None) -> pathlib.Path | None:
 
     Programs that contain a run-time check (``equinox.error_if`` with equinox's default
     ``EQX_ON_ERROR=raise``) use a host callback, and jax 0.10.2 never writes those to the cache:
-    see docs/getting-started.md "Compiled programs across runs" for which attnflow programs
-    these are and how to run them cached.
+    docs/getting-started.md#compilation-cache lists which attnflow programs these are and how to
+    run them cached (``EQX_ON_ERROR=nan``).
 
     Args:
         path: the cache folder (a string or path; created if missing), or None for the default

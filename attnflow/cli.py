@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     if not args.no_compilation_cache:
-        # Programs compiled by an earlier run are loaded from disk (docs/getting-started.md,
-        # "Compiled programs across runs"); the library itself never switches this on.
+        # Programs compiled by an earlier run are loaded from disk
+        # (docs/getting-started.md#compilation-cache); the library never switches this on.
         from attnflow._compile_cache import enable_compilation_cache
 
         enable_compilation_cache()

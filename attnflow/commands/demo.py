@@ -55,6 +55,12 @@ def run(args) -> int:
     logged = 0
     for t0, t1 in zip(ts[:-1], ts[1:], strict=True):
         x = segment(x, t0, t1)
+        if not np.all(np.isfinite(np.asarray(x))):
+            # With EQX_ON_ERROR=nan (programs cacheable) the compiled segment returns NaN where
+            # it would raise: solve the segment again eagerly, where attnflow checks and
+            # diagnoses on the host and raises its message.
+            af.solve(field, xs[-1], t1, t0=t0)
+            raise RuntimeError(f"the solve from t = {t0:g} to {t1:g} returned NaN")
         xs.append(x)
         fractions.append(float(af.clustered_fraction(x)))
         clusters.append(int(af.count_clusters(x)))
