@@ -7,6 +7,7 @@ seconds: the cached program is a tiny one, and the solves are at n = 4."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -174,3 +175,12 @@ def test_errors_are_reported_in_either_error_mode(tmp_path, mode):
         assert lines["nan_jit"] == "returned nan"
     solves = [p for p in (tmp_path / "c").iterdir() if p.name.startswith("jit_diffeqsolve")]
     assert len(solves) == (0 if mode == "raise" else 1), sorted(p.name for p in solves)
+
+
+def test_every_notebook_opts_in():
+    """The notebooks switch the cache on (the CLI does in attnflow/cli.py), the library does not."""
+    for path in sorted((ROOT / "notebooks").glob("*.py")):
+        call = re.search(r"^(af\.)?enable_compilation_cache\(\)", path.read_text(), re.M)
+        assert call, path.name
+    init = (ROOT / "attnflow" / "__init__.py").read_text()
+    assert "enable_compilation_cache(" not in init.replace("enable_compilation_cache as", "")
