@@ -32,7 +32,7 @@ from .._diagnostics import count_clusters
 from .._energy import InteractionEnergy
 from .._fields._self_attention import SelfAttention
 from .._layers import layers
-from ._critical import _search, classify_critical_point
+from ._critical import classify_critical_point, find_critical_point
 
 KINDS = ("local maximum", "local minimum", "strict saddle", "degenerate")
 
@@ -205,11 +205,10 @@ def _flow_snapshots(beta, x0, num_layers, step, snapshot_layers):
 
 @eqx.filter_jit
 def _batched_search(energy, seeds, weights, gtol, max_steps):
-    """find_critical_point(throw=False)'s Newton search on every seed: (x, |grad|, steps).
-    The seeds and weights are checked on the host by the caller; the search itself carries no
-    traced copy of those checks (a host callback, which jax 0.10.2 never writes to the
-    persistent compilation cache), so this program is cached across runs."""
-    return jax.vmap(lambda x: _search(energy, x, weights, gtol, max_steps))(seeds)
+    def search(x):
+        return find_critical_point(energy, x, weights, gtol=gtol, max_steps=max_steps, throw=False)
+
+    return jax.vmap(search)(seeds)
 
 
 def survey_critical_points(
@@ -295,13 +294,10 @@ def survey_critical_points(
     # gtol = 0: iterate to the rounding floor (the search stops once the Newton step is below
     # resolution), so that flat directions — far clusters, whose eigenvalues are ~e^{−2β}
     # relative — are converged too; ``gtol`` then only decides which seeds count.
-    check_tokens(seeds.reshape(-1, d), "seeds")  # on the host: the search has no traced copy
-    found_x, grad_norm, _ = _batched_search(
-        energy, jnp.asarray(seeds), search_weights, jnp.zeros(()), jnp.asarray(max_steps)
-    )
-    converged = np.asarray(grad_norm) <= gtol
+    found = _batched_search(energy, jnp.asarray(seeds), search_weights, jnp.zeros(()), max_steps)
+    converged = np.asarray(found.grad_norm) <= gtol
 
-    unique = _deduplicate(found_x, converged, sources, dedup_tol)
+    unique = _deduplicate(found.x, converged, sources, dedup_tol)
 
     points = [_survey_point(energy, beta, *entry) for entry in unique]
     points.sort(key=lambda p: -p.energy)
