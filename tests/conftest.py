@@ -124,17 +124,36 @@ def _memory_kb():
 # jitted solve or gradient compiles again in every file and every run. The files below run with
 # equinox's "nan" error mode instead (a failed check returns NaN, no callback), so their
 # programs are cached. Only files where no test asserts a traced error and every test has an
-# assertion that NaN fails (a finite value, a comparison with a reference, a norm of 1: note that
-# numpy's assert_allclose and assert_array_equal treat NaN == NaN as equal). Measured with -n 0
+# assertion that NaN fails (a finite value, a comparison with a reference, a norm of 1); in them
+# np.testing.assert_allclose / assert_array_equal also fail on NaN (they take NaN == NaN as
+# equal otherwise), so a check that fired cannot pass as agreement. Measured with -n 0
 # and a warm cache, CPU (user + sys): test_grad.py 57.5 s -> 27.5 s. Equinox reads the mode when a
 # program is traced, so the caches are cleared on the way in and out (no program traced in one
 # mode is reused in the other). ATTNFLOW_TEST_ERROR_MODE=raise runs every file in raise mode.
-NAN_MODE_FILES = frozenset({"test_grad.py", "test_solve.py"})
+NAN_MODE_FILES = frozenset({"test_grad.py", "test_solve.py", "test_stored_adjoint.py"})
+
+
+def _nan_strict(compare, name):
+    """numpy's array comparison, failing on NaN anywhere (NaN == NaN passes it otherwise): in
+    nan mode a check that fired shows up as NaN, and both sides of a comparison may carry it."""
+    import numpy as np
+
+    def strict(actual, desired, *args, **kwargs):
+        for side, value in (("actual", actual), ("desired", desired)):
+            values = np.asarray(value)
+            if values.dtype.kind in "fc" and np.isnan(values).any():
+                raise AssertionError(
+                    f"{name}: NaN in {side} (a failed run-time check in nan mode?)"
+                )
+        return compare(actual, desired, *args, **kwargs)
+
+    return strict
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _cacheable_error_mode(request):
     import equinox._errors as errors
+    import numpy as np
 
     if (
         request.path.name not in NAN_MODE_FILES
@@ -143,12 +162,17 @@ def _cacheable_error_mode(request):
         yield
         return
     before = errors.EQX_ON_ERROR
+    compares = {n: getattr(np.testing, n) for n in ("assert_allclose", "assert_array_equal")}
     jax.clear_caches()
     errors.EQX_ON_ERROR = "nan"
+    for name, compare in compares.items():
+        setattr(np.testing, name, _nan_strict(compare, name))
     try:
         yield
     finally:
         errors.EQX_ON_ERROR = before
+        for name, compare in compares.items():
+            setattr(np.testing, name, compare)
         jax.clear_caches()
 
 
