@@ -21,6 +21,7 @@ if _typing.TYPE_CHECKING:  # read by type checkers and the docs, and by _public_
         pretrained as pretrained,
         theory as theory,
     )
+    from ._compile_cache import enable_compilation_cache as enable_compilation_cache
     from ._diagnostics import (
         cluster_centers as cluster_centers,
         cluster_labels as cluster_labels,

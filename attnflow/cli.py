@@ -47,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         command = sub.add_parser(name, help=help_text, description=help_text)
         module.configure(command)
+        command.add_argument(
+            "--no-compilation-cache",
+            action="store_true",
+            help=(
+                "compile every program again instead of loading it from the per-user cache "
+                "(~/.cache/attnflow/jax; ATTNFLOW_COMPILATION_CACHE=0 does the same)"
+            ),
+        )
         command.set_defaults(_run=module.run)
     return parser
 
@@ -55,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     from attnflow.commands._args import UsageError
 
     args = build_parser().parse_args(argv)
+    if not args.no_compilation_cache:
+        # Programs compiled by an earlier run are loaded from disk
+        # (docs/getting-started.md#compilation-cache); the library never switches this on.
+        from attnflow._compile_cache import enable_compilation_cache
+
+        enable_compilation_cache()
     try:
         return int(args._run(args) or 0)
     except UsageError as error:

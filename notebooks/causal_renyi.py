@@ -21,6 +21,7 @@ import numpy as np
 import attnflow as af
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 
 n, d, beta = (40, 2, 64.0) if QUICK else (200, 2, 64.0)

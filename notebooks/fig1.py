@@ -20,10 +20,11 @@ import os
 import jax
 import numpy as np
 
-from attnflow import pretrained
+from attnflow import enable_compilation_cache, pretrained
 from attnflow.figures import fig1, fig1_flow
 
 jax.config.update("jax_enable_x64", True)
+enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 preset = "quick" if QUICK else "default"
 params = dict(fig1.PRESETS[preset])

@@ -23,6 +23,7 @@ import attnflow.theory as theory
 from attnflow.figures import fig3
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 params = fig3.PRESETS["quick" if QUICK else "default"]
 

@@ -20,6 +20,7 @@ import attnflow as af
 from attnflow.figures import fig4
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 params = dict(fig4.PRESETS["quick" if QUICK else "default"])
 

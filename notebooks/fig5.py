@@ -26,6 +26,7 @@ from attnflow.figures import fig5
 from attnflow.plot._common import plt
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 params = fig5.PRESETS["quick" if QUICK else "default"]
 

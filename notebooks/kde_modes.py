@@ -23,6 +23,7 @@ import attnflow as af
 from attnflow.figures import metastable_clusters
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 rng = np.random.default_rng(0)
 

@@ -28,6 +28,7 @@ import attnflow as af
 from attnflow import plot, theory
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 
 # %% [markdown]

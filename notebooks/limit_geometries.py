@@ -19,6 +19,7 @@ import attnflow as af
 from attnflow.figures import limit_geometries
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 # t1 = 10 (the authors stop at 5): hardmax has set in and the limits are reached to ~1e-5.
 params = {**limit_geometries.PRESETS["default"], "t1": 10.0}

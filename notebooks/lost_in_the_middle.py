@@ -25,9 +25,11 @@ import jax.random as jr
 import numpy as np
 
 import attnflow.theory as th
+from attnflow import enable_compilation_cache
 from attnflow.figures import lost_in_the_middle as litm
 
 jax.config.update("jax_enable_x64", True)
+enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 beta, lam = 1.0, 1.0
 

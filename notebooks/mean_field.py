@@ -34,6 +34,7 @@ from scipy.optimize import linear_sum_assignment
 
 import attnflow as af
 
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 DTYPE = jnp.float32
 

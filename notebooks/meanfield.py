@@ -24,9 +24,11 @@ import numpy as np
 
 import attnflow.meanfield as mf
 import attnflow.theory as th
+from attnflow import enable_compilation_cache
 from attnflow.figures import meanfield as figure
 
 jax.config.update("jax_enable_x64", True)
+enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 BETA = 9.0
 

@@ -18,6 +18,7 @@ from attnflow import plot
 from attnflow.figures import movie
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 params = movie.PRESETS["quick" if QUICK else "default"]
 out = pathlib.Path("notebook-outputs")

@@ -25,6 +25,7 @@ import optax
 import attnflow as af
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 
 pieces = 6 if QUICK else 24

@@ -21,6 +21,7 @@ import attnflow as af
 from attnflow.figures import phase_families
 
 jax.config.update("jax_enable_x64", True)
+af.enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 params = phase_families.PRESETS["quick" if QUICK else "default"]
 

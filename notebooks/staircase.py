@@ -19,9 +19,11 @@ import jax.random as jr
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from attnflow import enable_compilation_cache
 from attnflow.figures import staircase
 
 jax.config.update("jax_enable_x64", True)
+enable_compilation_cache()  # compiled programs kept on disk across runs
 QUICK = os.environ.get("ATTNFLOW_QUICK") == "1"
 params = staircase.PRESETS["quick" if QUICK else "default"]
 

@@ -315,6 +315,8 @@ EXCLUDED = {
     "attnflow.sharded_solve": "collectives across 4 host devices; a hostile call that reaches "
     "them can stall the process (its checks are walked in test_sharding)",
     "attnflow.sharded_ensemble_solve": "collectives across 4 host devices (see sharded_solve)",
+    "attnflow.enable_compilation_cache": "switches the process's JAX cache folder (and creates "
+    "folders); its arguments are tested in test_compile_cache",
 }
 
 

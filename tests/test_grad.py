@@ -228,6 +228,7 @@ def test_backsolve_adjoint_is_selectable_and_close_to_exact_reverse_mode():
     backsolve = jax.jit(jax.grad(_phi("softmax", adjoint=diffrax.BacksolveAdjoint())))
     approx = backsolve(params, M, W, T1)
     for name in params:
+        assert np.all(np.isfinite(exact[name])), name  # NaN == NaN would pass assert_allclose
         np.testing.assert_allclose(approx[name], exact[name], rtol=1e-6, atol=1e-8, err_msg=name)
 
 
