@@ -23,8 +23,8 @@ def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"
 
     Use it wherever β goes: ``SelfAttention.long_context(γ, n)`` (the field),
     ``phase_diagram(key, n=n, betas=long_context_beta(gammas, n), ...)`` (a phase diagram over γ)
-    and the closed forms of ``attnflow.theory`` (``equiangular_inner_product(t, n,
-    long_context_beta(γ, n), ρ₀)``, :func:`attnflow.theory.pre_ln_equiangular_map`).
+    and the closed forms of ``attnflow.theory`` (``equiangular_inner_product(t, ρ₀,
+    beta=long_context_beta(γ, n), n=n)``, :func:`attnflow.theory.pre_ln_equiangular_map`).
 
     Args:
         gamma: γ ≥ 0, a number or an array (broadcast).

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import inspect
 import re
+import warnings
 
 import equinox as eqx
 import jax
@@ -968,3 +969,87 @@ def hyperparameter(value):
     if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
         return float(value)
     return jnp.asarray(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# One argument order across attnflow.theory (docs/conventions.md, "Argument order").
+
+
+def model_parameters_keyword_only(*old_order: str):
+    """Decorator for a closed form whose model parameters (β, n, d, γ, ...) became keyword-only
+    after the variables it is evaluated at (a time, an inner product, κ): ``old_order`` names
+    the positional parameters of the old signature, in their old order.
+
+    A call that binds to the new signature runs as it is. A call that binds only to the old one
+    (``equiangular_time(0.5, 16, 0.9)`` for β, n, ρ₀) returns the old answer, with a
+    ``DeprecationWarning`` that spells the new call. A call that binds to neither (positional
+    arguments of one order mixed with keywords of the other) is refused with a ``TypeError``
+    that names the function and spells the new call; nothing is guessed."""
+
+    def decorate(function):
+        new = inspect.signature(function)
+        params = new.parameters
+        unknown = [name for name in old_order if name not in params]
+        if unknown:
+            raise AssertionError(f"{function.__name__}: {unknown} not in {new}")
+        ordered = [
+            params[name].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in old_order
+        ]
+        rest = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for name, p in params.items()
+            if name not in old_order
+        ]
+        old = new.replace(parameters=ordered + rest)
+        positional = [
+            name
+            for name, p in params.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        keywords = [name for name, p in params.items() if p.kind is p.KEYWORD_ONLY]
+        usage = (
+            f"{function.__name__}({', '.join(positional)}, *, "
+            + ", ".join(f"{k}=..." for k in keywords if k in old_order)
+            + ")"
+        )
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            try:
+                new.bind(*args, **kwargs)
+            except TypeError:
+                pass
+            else:
+                return function(*args, **kwargs)
+            try:
+                bound = old.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(
+                    f"{function.__name__}: the model's parameters are keyword-only: call "
+                    f"{usage}; got {len(args)} positional argument(s) and the keyword(s) "
+                    f"{sorted(kwargs)}, which match neither this order nor the old positional "
+                    f"order ({', '.join(old_order)}) ({error})"
+                ) from None
+
+            def shown(name):
+                value = bound.arguments[name]
+                plain = isinstance(value, (int, float, str)) and len(repr(value)) < 24
+                return repr(value) if plain else name
+
+            spelled = ", ".join(
+                [shown(name) for name in positional if name in bound.arguments]
+                + [f"{name}={shown(name)}" for name in keywords if name in bound.arguments]
+            )
+            warnings.warn(
+                f"{function.__name__}: positional arguments in the old order "
+                f"({', '.join(old_order)}) are deprecated; the model's parameters are "
+                f"keyword-only now: {function.__name__}({spelled}) gives the same value",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return function(**bound.arguments)
+
+        wrapper.__signature__ = new
+        return wrapper
+
+    return decorate

@@ -22,6 +22,7 @@ from .._check import (
     check_real_values,
     check_sa_normalization,
     is_traced,
+    model_parameters_keyword_only,
 )
 
 _EULER_GAMMA = 0.57721566490153286061
@@ -233,10 +234,12 @@ def _orthogonal_inner_product(t, beta, n, normalization):
 _orthogonal_inner_product_jit = jax.jit(_orthogonal_inner_product, static_argnums=3)
 
 
+@model_parameters_keyword_only("t", "n", "beta", "normalization")
 def orthogonal_inner_product(
     t: ArrayLike,
-    n: int,
+    *,
     beta: ArrayLike,
+    n: int,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""γ_β(t) = ⟨x_i(t), x_j(t)⟩ (i ≠ j) for pairwise-orthogonal initial tokens, Thm 6.8.
@@ -253,8 +256,9 @@ def orthogonal_inner_product(
 
     Args:
         t: times ≥ 0; broadcast against ``beta``.
-        n: number of tokens (≥ 2; orthogonality needs d ≥ n, but γ does not depend on d).
-        beta: β ≥ 0.
+        beta: β ≥ 0 (keyword-only).
+        n: number of tokens (≥ 2; keyword-only; orthogonality needs d ≥ n, but γ does not
+            depend on d).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Returns:
@@ -262,7 +266,7 @@ def orthogonal_inner_product(
 
     Example:
         >>> import jax.numpy as jnp, attnflow.theory as th
-        >>> g = th.orthogonal_inner_product(jnp.array([0.0, 1.0, 20.0]), 8, 2.0)
+        >>> g = th.orthogonal_inner_product(jnp.array([0.0, 1.0, 20.0]), beta=2.0, n=8)
         >>> [round(float(v), 4) for v in g]
         [0.0, 0.2307, 1.0]
     """
@@ -272,7 +276,8 @@ def orthogonal_inner_product(
     return _orthogonal_inner_product_jit(t, beta, jnp.asarray(n, dtype), normalization)
 
 
-def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape"]:
+@model_parameters_keyword_only("t", "n")
+def orthogonal_inner_product_beta0(t: ArrayLike, *, n: int) -> Float[Array, "*shape"]:
     r"""γ_0(t) = (e^{2t} − 1)/(e^{2t} + n − 1): Thm 6.8 at β = 0, where SA and USA coincide
     (γ' = (2/n)(1−γ)(1+(n−1)γ), docs/maths.md §4). For n = 2 it is tanh t.
 
@@ -280,7 +285,7 @@ def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape
 
     Example:
         >>> import math, attnflow.theory as th
-        >>> abs(float(th.orthogonal_inner_product_beta0(0.7, 2)) - math.tanh(0.7)) < 1e-15
+        >>> abs(float(th.orthogonal_inner_product_beta0(0.7, n=2)) - math.tanh(0.7)) < 1e-15
         True
     """
     n = _check_n(n)
@@ -399,8 +404,10 @@ def cone_collapse_rate(
     return jnp.exp(-power * beta) / (4 * n)
 
 
+@model_parameters_keyword_only("t", "beta", "n", "t0", "normalization")
 def cone_collapse_bound(
     t: ArrayLike,
+    *,
     beta: ArrayLike,
     n: int,
     t0: ArrayLike = 0.0,
@@ -415,7 +422,7 @@ def cone_collapse_bound(
 
     Example:
         >>> import attnflow.theory as th
-        >>> float(th.cone_collapse_bound(0.0, 3.0, 8))
+        >>> float(th.cone_collapse_bound(0.0, beta=3.0, n=8))
         0.5
     """
     n = _check_n(n, minimum=1)

@@ -17,6 +17,7 @@ from .._check import (
     check_int,
     check_real_values,
     check_size,
+    model_parameters_keyword_only,
 )
 
 
@@ -34,7 +35,8 @@ def _real(x, name, **bounds):
     return np.asarray(check_real_values(x, name, **bounds), dtype=float)
 
 
-def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
+@model_parameters_keyword_only("rho", "beta", "d")
+def homogenized_pair_coefficients(rho, *, beta, d, value_mean=0.0, noise=1.0):
     r"""Drift b(ρ) and squared diffusion σ²(ρ) of ρ = ⟨x_1, x_2⟩ under (H), n = 2, Q = K = I:
 
         b = (1−ρ²)[s²(2pq(d−2) − (p²+q²)ρ)/d + 2μp],   σ² = 2 s² (1−ρ²)² (p²+q²)/d,
@@ -44,7 +46,7 @@ def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
 
     Example:
         >>> import attnflow as af
-        >>> b, s2 = af.theory.homogenized_pair_coefficients(0.0, 0.0, 8)
+        >>> b, s2 = af.theory.homogenized_pair_coefficients(0.0, beta=0.0, d=8)
         >>> float(b), float(s2)
         (0.375, 0.125)
     """
