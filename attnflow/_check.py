@@ -538,6 +538,21 @@ def check_size(value, name: str, *, low: int | None = 1, per_unit: float = 1, li
     return value
 
 
+def check_formula_count(value, name: str, *, low: int = 1, what: str = "an integer") -> int:
+    """A count that enters a closed form only as a number (n in log n, n − 1 as a power): any
+    integer >= ``low`` that a float64 holds (up to 1.8e308) is valid, as no work or memory
+    scales with it; a larger one (10**400) is refused here instead of raising OverflowError
+    deep inside the formula (issue 44 items 8 and 9)."""
+    value = check_int(value, name, low=low)
+    if value > int(np.finfo(np.float64).max):
+        expected(
+            name,
+            f"{what} a float64 can hold (<= 1.8e308)",
+            f"= an integer of {len(str(value))} digits",
+        )
+    return value
+
+
 def check_real_values(x, name: str, *, low: float | None = None, high: float | None = None):
     """A real scalar or array of finite values in [low, high] (either bound optional), for the
     closed forms that broadcast over their arguments: strings, None, complex and boolean inputs

@@ -44,11 +44,15 @@ def _check_sde_arguments(field, x0, sigma, key, form, common_noise, normalize):
 def _check_field_at_start(field, t0, x0, args):
     """Eagerly, before compiling the SDE solve: the drift at (t0, x0) must be finite (an
     overflowing e^(β⟨x, y⟩) or NaN parameters would otherwise fail only after compilation).
-    One field evaluation; skipped when anything is traced."""
+    One field evaluation; skipped when anything is traced, and under ``jit`` (where the
+    evaluation itself is staged: its result is a tracer even for concrete inputs, issue 44 item
+    8; the unused evaluation is then dropped from the program)."""
     if field is None or any(is_traced(leaf) for leaf in jax.tree.leaves((field, t0, x0, args))):
         return
-    drift = field(t0, x0, args)
-    if not bool(jnp.all(jnp.isfinite(drift))):
+    finite = jnp.all(jnp.isfinite(field(t0, x0, args)))
+    if is_traced(finite):
+        return
+    if not bool(finite):
         raise ValueError(
             "field: the drift is not finite at the initial state (t0, x0), so no step can "
             "succeed. Likely causes: exp(β⟨x_i, x_j⟩) overflowing (normalization='n' overflows "

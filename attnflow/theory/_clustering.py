@@ -19,6 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._check import (
     check_budget,
     check_delta,
+    check_formula_count,
     check_real_values,
     check_sa_normalization,
     is_traced,
@@ -31,7 +32,7 @@ _EULER_GAMMA = 0.57721566490153286061
 def _check_n(n, minimum=2):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
         raise ValueError(f"n: expected an integer number of tokens >= {minimum}, got {n!r}")
-    return int(n)
+    return check_formula_count(n, "n", low=minimum, what="a number of tokens")
 
 
 def _check_delta(delta):

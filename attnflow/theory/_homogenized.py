@@ -14,6 +14,7 @@ from .._check import (
     MAX_GRID_POINTS,
     check_beta,
     check_budget,
+    check_formula_count,
     check_int,
     check_real_values,
     check_size,
@@ -166,7 +167,7 @@ def attention_concentration(beta, n, *, nodes: int = 80, points: int = 4000) -> 
         0.125
     """
     beta = float(check_beta(beta))
-    n = check_size(n, "n", low=1)  # keys
+    n = check_formula_count(n, "n", what="a number of keys")  # a number in the formula only
     nodes = check_int(nodes, "nodes", low=1)
     points = check_int(points, "points", low=2)
     check_budget(
