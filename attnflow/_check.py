@@ -6,6 +6,7 @@ sign of β) raise ``ValueError`` immediately for concrete arrays and go through
 """
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import re
@@ -137,6 +138,37 @@ def check_tokens(x, name: str = "x", *, unit: bool = True):
                 "attnflow.normalize"
             )
     return x
+
+
+# Inside an engine (solve, solve_sde, the layer loop, sharded solves) the fields run thousands of
+# times per program: their traced checks are left out there (the engine checked x0 once at its
+# entry), so that the engines' compiled programs gain no operation (docs/conventions.md,
+# "Under jit"). Set while the engine traces its step; a Python-level flag, free at run time.
+_INSIDE_ENGINE = contextvars.ContextVar("attnflow_inside_engine", default=False)
+
+
+@contextlib.contextmanager
+def inside_engine():
+    """Mark the tracing of an engine's loop: the fields' traced value checks are skipped."""
+    token = _INSIDE_ENGINE.set(True)
+    try:
+        yield
+    finally:
+        _INSIDE_ENGINE.reset(token)
+
+
+def check_traced_field_input(x, name: str = "x", *, nonzero: bool = True):
+    """A field called under ``jit`` by the user (not by an engine): NaN, inf and (``nonzero``)
+    zero rows raise through ``eqx.error_if`` (issue 44 item 6). Inside an engine, or for
+    concrete ``x``, returns ``x`` unchanged: no operation is added to the engines' programs."""
+    if not is_traced(x) or _INSIDE_ENGINE.get():
+        return x
+    bad = ~jnp.all(jnp.isfinite(x))
+    what = "NaN or inf"
+    if nonzero:
+        bad = bad | jnp.any(jnp.all(x == 0, axis=-1))
+        what = "NaN, inf or a zero row (a zero token has no tangent space on the sphere)"
+    return eqx.error_if(x, bad, f"{name}: tokens contain {what}")
 
 
 def check_nonzero_rows(x, name: str = "x"):

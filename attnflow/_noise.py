@@ -10,7 +10,14 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_beta, check_bool, check_key, check_tokens, is_traced
+from ._check import (
+    check_beta,
+    check_bool,
+    check_key,
+    check_tokens,
+    inside_engine,
+    is_traced,
+)
 from ._integrators._sde import solve_fixed_step_sde
 from ._solve import check_solve_objects
 from ._sphere import project_tangent, unit_rows
@@ -49,7 +56,8 @@ def _check_field_at_start(field, t0, x0, args):
     8; the unused evaluation is then dropped from the program)."""
     if field is None or any(is_traced(leaf) for leaf in jax.tree.leaves((field, t0, x0, args))):
         return
-    finite = jnp.all(jnp.isfinite(field(t0, x0, args)))
+    with inside_engine():  # under jit: no traced check of x0 added (checked by check_tokens)
+        finite = jnp.all(jnp.isfinite(field(t0, x0, args)))
     if is_traced(finite):
         return
     if not bool(finite):

@@ -79,15 +79,40 @@ def test_step_cap_is_still_diagnosed_as_the_step_cap():
         af.solve(af.SelfAttention(1.0), X, 1e4, max_steps=100)
 
 
-def test_zero_row_under_jit_propagates_like_nan():
+@pytest.mark.parametrize("bad", ["nan", "zero row"])
+def test_fields_under_the_users_jit_refuse_nan_and_zero_rows(bad):
+    # Issue 44 item 6: the field's own traced check (eqx.error_if), in the user's jit.
+    x = X.at[1].set(jnp.nan if bad == "nan" else 0.0)
+    fields = [af.SelfAttention(1.0), af.MultiHeadAttention.from_heads([af.SelfAttention(1.0)] * 2)]
+    if bad == "nan":  # GradientFlow lives on the Euclidean extension: a zero row is in its domain
+        fields.append(af.GradientFlow(af.InteractionEnergy(1.0), af.WassersteinMetric()))
+    for field in fields:
+        with pytest.raises(
+            (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="x: tokens"
+        ):
+            jax.block_until_ready(eqx.filter_jit(lambda x, f=field: f(0.0, x))(x))
+    with pytest.raises(ValueError, match="x: row 1 is zero|x: tokens contain NaN"):
+        fields[0](0.0, x)  # eagerly too
+
+
+def _callbacks(fn, *args):
+    return str(jax.make_jaxpr(fn)(*args)).count("callback")
+
+
+def test_engines_trace_the_fields_without_their_checks():
+    # The engines checked x0 once at entry: tracing their loop adds no field check, so their
+    # programs are those of an unchecked field computing the same values (counted work).
     field = af.SelfAttention(1.0)
-    bad = X.at[1].set(0.0)
-    nan = X.at[1].set(jnp.nan)
-    out_zero = jax.jit(lambda x: field(0.0, x))(bad)
-    out_nan = jax.jit(lambda x: field(0.0, x))(nan)
-    assert not np.all(np.isfinite(out_zero)) and not np.all(np.isfinite(out_nan))
-    with pytest.raises(ValueError, match="x: row 1 is zero"):
-        field(0.0, bad)  # eagerly both are refused
+
+    def plain(t, x, args):
+        return af.project_tangent(x, field.attention_output(x))
+
+    assert _callbacks(lambda x: field(0.0, x), X) > _callbacks(lambda x: plain(0.0, x, None), X)
+    for engine in (
+        lambda f: lambda x: af.solve(f, x, 1.0).ys,
+        lambda f: lambda x: af.layers(f, x, 3, 0.1),
+    ):
+        assert _callbacks(engine(field), X) == _callbacks(engine(plain), X)
 
 
 def test_normalize_rows_that_overflow_or_underflow_the_norm():
