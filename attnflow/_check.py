@@ -539,6 +539,7 @@ def check_measure(weights, n: int, name: str = "weights"):
 MAX_GRID_POINTS = 2**27  # 128 M evaluations of a kernel sum: minutes; more is a mistake
 MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a clustered state needs
 MAX_ARRAY_ELEMENTS = 2**28  # 268 M numbers (1 GiB in float32) in one array that an argument sizes
+MAX_PYTHON_LOOP = 2**14  # 16,384 iterations of a Python-level loop (one dispatch each): seconds
 
 
 def check_budget(name: str, requested, limit, *, what: str, hint: str = "", factors=None):

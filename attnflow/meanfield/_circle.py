@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_int, check_sa_normalization, is_traced
+from .._check import check_sa_normalization, check_size, is_traced
 from ._grid import AbstractDensityGrid, check_node_count
 
 
@@ -71,13 +71,16 @@ class CircleGrid(AbstractDensityGrid):
     dimension: int = eqx.field(static=True, default=2)
 
     def __init__(self, modes: int, *, points: int | None = None, kernel_points: int | None = None):
-        self.modes = check_int(modes, "modes", low=4)
+        # Values at 3K + 1 nodes and a kernel table of about 4K: refused before any work.
+        self.modes = check_size(modes, "modes", low=4, per_unit=4, what="grid values (4 × modes)")
         low = 3 * self.modes + 1
         why = f"at least 3K + 1 = {low} nodes for K = {self.modes} modes (alias-free products)"
         self.points = check_node_count(points, "points", low, why)
         if kernel_points is None:
             kernel_points = _default_kernel_points(self.modes)
-        self.kernel_points = check_int(kernel_points, "kernel_points", low=2 * self.modes + 2)
+        self.kernel_points = check_size(
+            kernel_points, "kernel_points", low=2 * self.modes + 2, what="kernel samples"
+        )
         self.dimension = 2
 
     # --- layout --------------------------------------------------------------------------------

@@ -24,7 +24,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import as_array, check_finite_scalar, check_int, check_unit_rows, expected
+from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    as_array,
+    check_budget,
+    check_finite_scalar,
+    check_int,
+    check_unit_rows,
+    expected,
+)
 
 
 class AbstractDensityGrid(eqx.Module):
@@ -171,6 +179,7 @@ def check_node_count(value, name: str, low: int, why: str) -> int:
     value = check_int(value, name)
     if value < low:
         expected(name, why, value)
+    check_budget(name, value, MAX_ARRAY_ELEMENTS, what="quadrature nodes")
     return value
 
 

@@ -9,10 +9,10 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._check import (
     check_beta,
-    check_int,
     check_key,
     check_measure,
     check_positive_scalar,
+    check_size,
     check_tokens,
     expected,
     is_traced,
@@ -150,8 +150,11 @@ def sample_density(
     """
     key = check_key(key)
     grid = check_grid(grid)
+    # Each round evaluates the density at n proposals (n × the grid's coefficients): first.
+    n = check_size(
+        n, "n", per_unit=grid.size, what="density evaluations per round (n × coefficients)"
+    )
     coefficients = _density(grid, coefficients)
-    n = check_int(n, "n", low=1)
     return _rejection_sample(key, grid, coefficients, n)
 
 

@@ -61,7 +61,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_finite_scalar, check_int, check_sa_normalization
+from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    check_budget,
+    check_finite_scalar,
+    check_int,
+    check_sa_normalization,
+)
 from . import _sphere_legendre as legendre
 from ._grid import AbstractDensityGrid, check_node_count, evaluate_by_quadrature
 
@@ -160,6 +166,14 @@ class SphereGrid(AbstractDensityGrid):
             f"{self.degree} (alias-free products)"
         )
         self.latitudes = check_node_count(latitudes, "latitudes", low, why)
+        # The Legendre table: (N + 1)² functions at each latitude, refused before any work.
+        check_budget(
+            "degree",
+            (self.degree + 1) ** 2 * self.latitudes,
+            MAX_ARRAY_ELEMENTS,
+            what="Legendre table entries ((N + 1)² × latitudes)",
+            factors={"degree": self.degree, "latitudes": self.latitudes},
+        )
         self.dimension = 3
 
     # --- layout --------------------------------------------------------------------------------

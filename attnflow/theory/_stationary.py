@@ -46,9 +46,11 @@ import scipy.special
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .._check import (
-    check_int,
+    MAX_PYTHON_LOOP,
+    check_budget,
     check_real_values,
     check_sa_normalization,
+    check_size,
     model_parameters_keyword_only,
 )
 
@@ -109,7 +111,8 @@ def _check_model(beta, d, normalization):
     beta = check_real_values(beta, "beta", low=0)
     if beta.ndim != 0:
         raise ValueError(f"beta: expected a scalar β >= 0, got shape {beta.shape}")
-    d = check_int(d, "d", low=2)
+    # The Bessel orders up to d/2 are stepped one by one (a Python loop): bounded before any work.
+    d = check_size(d, "d", low=2, limit=2 * MAX_PYTHON_LOOP, what="dimensions (d/2 Bessel orders)")
     check_sa_normalization(normalization)
     return jnp.asarray(beta, float), d
 
@@ -357,7 +360,10 @@ def _order_parameter(kappa, beta, d, normalization, curve, critical):
 
 
 def _check_kappas(kappas):
-    return jnp.asarray(check_real_values(kappas, "kappa", low=0), float)
+    kappas = jnp.asarray(check_real_values(kappas, "kappa", low=0), float)
+    # One solve per κ (a Python loop): refused before any work past the loop budget.
+    check_budget("kappa", kappas.size, MAX_PYTHON_LOOP, what="κ values (one solve each)")
+    return kappas
 
 
 @model_parameters_keyword_only("kappa", "beta", "d")
