@@ -31,7 +31,7 @@ from .._check import (
     is_traced,
 )
 from .._solve import _check_solution, _check_solve_arguments, _scalar_array
-from ._grid import AbstractDensityGrid
+from ._grid import AbstractDensityGrid, check_grid_coefficients
 
 # ---------------------------------------------------------------------------------------------
 # Diagnostics of a state.
@@ -57,12 +57,13 @@ def spectral_tail(grid: AbstractDensityGrid, coefficients: Array) -> Float[Array
         >>> round(float(mf.spectral_tail(grid, c)), 8)
         0.00070711
     """
-    if not isinstance(grid, AbstractDensityGrid):
-        expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
-    coefficients = as_array(coefficients, "coefficients")  # a list works as its array
+    grid, coefficients = check_grid_coefficients(grid, coefficients)
     L = grid.max_degree()
     top = _norm2(grid, _band(grid, coefficients, 0.75 * L))
-    return jnp.sqrt(top / _norm2(grid, coefficients))
+    total = _norm2(grid, coefficients)
+    if not is_traced(total) and not float(total) > 0:
+        expected("coefficients", "a non-zero density (its tail is relative to its norm)", "= zero")
+    return jnp.sqrt(top / total)
 
 
 def _tail_and_decay(grid, coefficients):
