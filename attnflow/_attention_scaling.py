@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._check import check_int, check_real_values
+from ._check import check_int, check_real_values, expected
 
 
 def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"]:
@@ -48,7 +48,15 @@ def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"
     )
     gamma = check_real_values(gamma, "gamma", low=0.0)
     if scalar:
-        return float(gamma) * math.log(n)
+        beta = float(gamma) * math.log(n)
+        if not math.isfinite(beta):  # γ log n past float64 (issue 44 item 5: was inf)
+            expected(
+                "gamma",
+                f"γ with β = γ log n finite (log n = {math.log(n):.6g}: γ <= "
+                f"{np.finfo(np.float64).max / math.log(n):.3g})",
+                float(gamma),
+            )
+        return beta
     gamma = jnp.asarray(gamma)
     if not jnp.issubdtype(gamma.dtype, jnp.floating):
         gamma = gamma.astype(jnp.result_type(float))

@@ -22,6 +22,7 @@ from .._check import (
     check_formula_count,
     check_real_values,
     check_sa_normalization,
+    expected,
     is_traced,
     model_parameters_keyword_only,
 )
@@ -431,4 +432,7 @@ def cone_collapse_bound(
     beta = _check_nonnegative(beta, "beta")
     t = _float_array(t, "t")
     _float_array(t0, "t0")  # checked; a Python number stays weakly typed
+    if not is_traced(t) and not is_traced(t0) and bool(jnp.any(t < t0)):
+        # The bound holds for t ≥ t₀ only (issue 44 item 7: one time policy, docs/conventions.md)
+        expected("t", f"times t >= t0 = {float(jnp.min(jnp.asarray(t0))):g}", float(jnp.min(t)))
     return 0.5 * jnp.exp(-(t - t0) * jnp.exp(-power * beta) / (2 * n))

@@ -268,6 +268,7 @@ class StationaryState(eqx.Module):
 
     def potential(self, u: Float[ArrayLike, " m"]) -> Float[Array, " m"]:
         """ψ[ρ](u) (up to an additive constant common to all u), u = ⟨x, e⟩ ∈ [−1, 1]."""
+        u = check_real_values(u, "u", low=-1.0, high=1.0)  # u = ⟨x, e⟩: outside [−1, 1] no point
         u = jnp.atleast_1d(jnp.asarray(u, self.nodes.dtype))
         K = _kernel(self.beta, u, self.nodes, self.d)
         return _potential(
