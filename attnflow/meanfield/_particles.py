@@ -44,7 +44,7 @@ def density_energy(grid: AbstractDensityGrid, coefficients: Array, beta) -> Floa
     Args:
         grid: the grid.
         coefficients: the density's coefficients.
-        beta: β > 0.
+        beta: β ≠ 0, of either sign (negative energy for β < 0).
 
     Example:
         >>> import jax.numpy as jnp, attnflow.meanfield as mf, scipy.special as sp
@@ -54,7 +54,8 @@ def density_energy(grid: AbstractDensityGrid, coefficients: Array, beta) -> Floa
         True
     """
     grid = check_grid(grid)
-    beta = check_beta(beta, positive=True)
+    # β ≠ 0 of either sign, as InteractionEnergy (docs/conventions.md, "Negative β").
+    beta = check_beta(beta, positive=True, signed=True)
     coefficients = _density(grid, coefficients)
     values = grid.to_values(coefficients)
     potential = grid.interaction_potential(coefficients, beta)

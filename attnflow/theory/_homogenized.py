@@ -79,7 +79,8 @@ def homogenized_antipodal_rate(beta, d):
         >>> round(float(af.theory.homogenized_antipodal_rate(0.0, 8)), 6)
         0.625
     """
-    w = np.exp(2.0 * _real(beta, "beta"))
+    # β >= 0, as every closed form of the homogenised model (docs/conventions.md, "Domains").
+    w = np.exp(2.0 * _real(beta, "beta", low=0.0))
     d = _check_dimension(d)
     return 2 * (2 * d * w - w * w - 4 * w - 1) / (d * (w + 1) ** 2)
 
