@@ -29,6 +29,7 @@ from .._check import (
     check_save_times,
     expected,
     is_traced,
+    public_names,
 )
 from .._solve import _check_solution, _check_solve_arguments, _scalar_array
 from ._grid import AbstractDensityGrid, check_grid_coefficients
@@ -58,12 +59,16 @@ def spectral_tail(grid: AbstractDensityGrid, coefficients: Array) -> Float[Array
         0.00070711
     """
     grid, coefficients = check_grid_coefficients(grid, coefficients)
-    L = grid.max_degree()
-    top = _norm2(grid, _band(grid, coefficients, 0.75 * L))
     total = _norm2(grid, coefficients)
     if not is_traced(total) and not float(total) > 0:
         expected("coefficients", "a non-zero density (its tail is relative to its norm)", "= zero")
-    return jnp.sqrt(top / total)
+    return _tail(grid, coefficients)
+
+
+def _tail(grid, coefficients):
+    L = grid.max_degree()
+    top = _norm2(grid, _band(grid, coefficients, 0.75 * L))
+    return jnp.sqrt(top / _norm2(grid, coefficients))
 
 
 def _tail_and_decay(grid, coefficients):
@@ -89,7 +94,7 @@ def _unresolved(grid, coefficients, tol):
     values = grid.to_values(coefficients)
     norm = jnp.sqrt(jnp.sum(grid.quadrature_weights().astype(values.dtype) * values * values))
     return (
-        (spectral_tail(grid, coefficients) > tol)
+        (_tail(grid, coefficients) > tol)
         | (jnp.min(values) < -tol * norm)
         | ~(jnp.all(jnp.isfinite(coefficients)))
     )
@@ -248,11 +253,14 @@ def check_density(grid, density, name: str, tol):
     kind = jnp.result_type(density)
     if not jnp.issubdtype(kind, jnp.floating) or jnp.finfo(kind).bits < 32:
         raise ValueError(f"{name}: expected float32 or float64 coefficients, got dtype {kind}")
-    values = grid.to_values(density)
+    if not is_traced(density) and not bool(jnp.all(jnp.isfinite(density))):
+        raise ValueError(f"{name}: expected finite coefficients, got NaN or inf")
+    with public_names({"coefficients": name}):
+        values = grid.to_values(density)
     weights = grid.quadrature_weights().astype(values.dtype)
     mass = jnp.sum(weights * values)
     norm = jnp.sqrt(jnp.sum(weights * values * values))
-    tail = spectral_tail(grid, density)
+    tail = _tail(grid, density)
     finite = jnp.all(jnp.isfinite(density))
     messages = [
         f"{name}: expected finite coefficients, got NaN or inf",
@@ -515,7 +523,7 @@ def _solve_core(
     def one(c):
         values = grid.to_values(c)
         weights = grid.quadrature_weights().astype(values.dtype)
-        return jnp.sum(weights * values), jnp.min(values), spectral_tail(grid, c)
+        return jnp.sum(weights * values), jnp.min(values), _tail(grid, c)
 
     mass, min_density, tail = jax.vmap(one)(saved)
     _, final_min, final_tail = one(final)

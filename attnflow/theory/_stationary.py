@@ -51,6 +51,7 @@ from .._check import (
     check_real_values,
     check_sa_normalization,
     check_size,
+    expected,
     model_parameters_keyword_only,
 )
 
@@ -362,6 +363,8 @@ def _order_parameter(kappa, beta, d, normalization, curve, critical):
 
 def _check_kappas(kappas):
     kappas = jnp.asarray(check_real_values(kappas, "kappa", low=0), float)
+    if kappas.size == 0:
+        expected("kappa", "at least one κ", "= an empty array")
     # One solve per κ (a Python loop): refused before any work past the loop budget.
     check_budget("kappa", kappas.size, MAX_PYTHON_LOOP, what="κ values (one solve each)")
     return kappas
