@@ -202,7 +202,7 @@ SUBLAYER = af.AttentionSublayer(af.SelfAttention(1.0))
 def _absurd_sizes():  # pattern 1 (and 10: refused before any work, so instantly)
     yield "CircleGrid modes", lambda: meanfield.CircleGrid(10**9), "modes: expected a request"
     yield "CircleGrid points", lambda: meanfield.CircleGrid(8, points=10**12), "points: expected"
-    yield "SphereGrid degree", lambda: meanfield.SphereGrid(10**9), "latitudes: expected a req"
+    yield "SphereGrid degree", lambda: meanfield.SphereGrid(10**9), "degree: expected a request"
     yield "SphereGrid latitudes", lambda: meanfield.SphereGrid(4, latitudes=10**9), "latitudes:"
     yield "SphereGrid table", lambda: meanfield.SphereGrid(2000), "degree: expected a request"
     yield (

@@ -171,10 +171,18 @@ class SphereGrid(AbstractDensityGrid):
             f"at least ⌊3N/2⌋ + 1 = {low} Gauss–Legendre latitudes for degree N = "
             f"{self.degree} (alias-free products)"
         )
-        self.latitudes = check_node_count(latitudes, "latitudes", low, why)
-        # The Legendre table: (N + 1)² functions at each latitude, refused before any work.
+        # The Legendre table: (N + 1)² functions at each latitude, refused before any work
+        # (first at the fewest latitudes, so that an absurd degree is named as the cause).
         check_budget(
             "degree",
+            (self.degree + 1) ** 2 * low,
+            MAX_ARRAY_ELEMENTS,
+            what="Legendre table entries ((N + 1)² × latitudes)",
+            factors={"degree": self.degree, "latitudes": low},
+        )
+        self.latitudes = check_node_count(latitudes, "latitudes", low, why)
+        check_budget(
+            "latitudes",
             (self.degree + 1) ** 2 * self.latitudes,
             MAX_ARRAY_ELEMENTS,
             what="Legendre table entries ((N + 1)² × latitudes)",
