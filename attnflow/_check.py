@@ -571,6 +571,14 @@ def check_size(value, name: str, *, low: int | None = 1, per_unit: float = 1, li
     return value
 
 
+def check_static(value, name: str, why: str = "it is read as a Python number"):
+    """A value that must be concrete (not traced by ``jit``, ``vmap`` or ``grad``): refused
+    with a message naming it, instead of JAX's ConcretizationTypeError (issue 44 item 9)."""
+    if is_traced(value):
+        expected(name, f"a concrete number, not a traced value ({why})", "= a tracer")
+    return value
+
+
 def check_formula_count(value, name: str, *, low: int = 1, what: str = "an integer") -> int:
     """A count that enters a closed form only as a number (n in log n, n − 1 as a power): any
     integer >= ``low`` that a float64 holds (up to 1.8e308) is valid, as no work or memory

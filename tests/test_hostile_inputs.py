@@ -320,7 +320,19 @@ def _domains():  # pattern 7
 
 def _regressions():  # pattern 8 (valid calls that were refused) are tested below; 9: shapes
     yield "n = 10**400", lambda: theory.equiangular_time(0.9, beta=0.5, n=10**400), "n: expect"
-    yield "empty κ grid", lambda: theory.stationary_branches([]), "kappa"
+    yield "empty κ grid", lambda: theory.stationary_branches([]), "kappa: expected at least"
+    yield (
+        "traced delta",
+        lambda: jax.jit(lambda d: theory.equiangular_time(0.5, beta=1.0, n=4, delta=d))(0.01),
+        "delta: expected a concrete number",
+    )
+    yield (
+        "traced resolution_tol",
+        lambda: jax.jit(
+            lambda tol: meanfield.solve_density(GRID, UNIFORM, 1.0, beta=1.0, resolution_tol=tol)
+        )(1e-6),
+        "resolution_tol: expected a concrete number",
+    )
 
 
 PATTERNS = {

@@ -27,6 +27,7 @@ from .._check import (
     check_real,
     check_sa_normalization,
     check_save_times,
+    check_static,
     expected,
     is_traced,
     public_names,
@@ -409,6 +410,7 @@ def solve_density(
         density0 = jnp.asarray(density0, dtype)
     if resolution_tol is None:
         resolution_tol = default_resolution_tol(dtype)
+    check_static(resolution_tol, "resolution_tol", "it sets the resolution event's threshold")
     resolution_tol = float(
         check_positive_scalar(resolution_tol, "resolution_tol", what="tolerance")
     )

@@ -31,6 +31,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._check import (
     check_delta,
     check_sa_normalization,
+    check_static,
     expected,
     is_traced,
     model_parameters_keyword_only,
@@ -146,7 +147,7 @@ def equiangular_time(
         0.00848
     """
     n = _check_n(n)
-    delta = float(check_delta(delta))
+    delta = float(check_delta(check_static(delta, "delta", "the threshold 1 − δ is an end point")))
     check_sa_normalization(normalization)
     beta = _check_nonnegative(beta, "beta")
     rho0 = _check_rho0(rho0, n)
