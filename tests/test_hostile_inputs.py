@@ -298,6 +298,18 @@ def _silent_values():  # pattern 5 (the refusals; the values are tested below)
     )
     yield "long_context_beta", lambda: theory.long_context_beta(1e308, 10**10), "gamma: expect"
     yield (
+        "pairing T_pair underflow",
+        lambda: models.pairing_phase(X, jnp.full(4, 0.25), 1e4, normalization="n"),
+        "beta: expected a β whose predicted merge time",
+    )
+    yield (  # pattern 11: an equilibrium, refused before a solve to an infinite horizon
+        "pairing antipodal",
+        lambda: models.pairing_phase(
+            jnp.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]]), jnp.array([0.5, 0.5]), 4.0
+        ),
+        "centers: expected a closest pair that is not antipodal",
+    )
+    yield (
         "potential outside [-1, 1]",
         lambda: theory.stationary_state(4.0).potential(2.0),
         "u: expected",
