@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._check import check_int, check_real_values
+from ._check import check_int, check_real_values, expected
 
 
 def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"]:
@@ -23,8 +23,8 @@ def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"
 
     Use it wherever β goes: ``SelfAttention.long_context(γ, n)`` (the field),
     ``phase_diagram(key, n=n, betas=long_context_beta(gammas, n), ...)`` (a phase diagram over γ)
-    and the closed forms of ``attnflow.theory`` (``equiangular_inner_product(t, n,
-    long_context_beta(γ, n), ρ₀)``, :func:`attnflow.theory.pre_ln_equiangular_map`).
+    and the closed forms of ``attnflow.theory`` (``equiangular_inner_product(t, ρ₀,
+    beta=long_context_beta(γ, n), n=n)``, :func:`attnflow.theory.pre_ln_equiangular_map`).
 
     Args:
         gamma: γ ≥ 0, a number or an array (broadcast).
@@ -48,7 +48,15 @@ def long_context_beta(gamma: ArrayLike, n: int) -> float | Float[Array, "*shape"
     )
     gamma = check_real_values(gamma, "gamma", low=0.0)
     if scalar:
-        return float(gamma) * math.log(n)
+        beta = float(gamma) * math.log(n)
+        if not math.isfinite(beta):  # γ log n past float64 (issue 44 item 5: was inf)
+            expected(
+                "gamma",
+                f"γ with β = γ log n finite (log n = {math.log(n):.6g}: γ <= "
+                f"{np.finfo(np.float64).max / math.log(n):.3g})",
+                float(gamma),
+            )
+        return beta
     gamma = jnp.asarray(gamma)
     if not jnp.issubdtype(gamma.dtype, jnp.floating):
         gamma = gamma.astype(jnp.result_type(float))

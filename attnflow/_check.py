@@ -6,9 +6,11 @@ sign of β) raise ``ValueError`` immediately for concrete arrays and go through
 """
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import re
+import warnings
 
 import equinox as eqx
 import jax
@@ -136,6 +138,37 @@ def check_tokens(x, name: str = "x", *, unit: bool = True):
                 "attnflow.normalize"
             )
     return x
+
+
+# Inside an engine (solve, solve_sde, the layer loop, sharded solves) the fields run thousands of
+# times per program: their traced checks are left out there (the engine checked x0 once at its
+# entry), so that the engines' compiled programs gain no operation (docs/conventions.md,
+# "Under jit"). Set while the engine traces its step; a Python-level flag, free at run time.
+_INSIDE_ENGINE = contextvars.ContextVar("attnflow_inside_engine", default=False)
+
+
+@contextlib.contextmanager
+def inside_engine():
+    """Mark the tracing of an engine's loop: the fields' traced value checks are skipped."""
+    token = _INSIDE_ENGINE.set(True)
+    try:
+        yield
+    finally:
+        _INSIDE_ENGINE.reset(token)
+
+
+def check_traced_field_input(x, name: str = "x", *, nonzero: bool = True):
+    """A field called under ``jit`` by the user (not by an engine): NaN, inf and (``nonzero``)
+    zero rows raise through ``eqx.error_if`` (issue 44 item 6). Inside an engine, or for
+    concrete ``x``, returns ``x`` unchanged: no operation is added to the engines' programs."""
+    if not is_traced(x) or _INSIDE_ENGINE.get():
+        return x
+    bad = ~jnp.all(jnp.isfinite(x))
+    what = "NaN or inf"
+    if nonzero:
+        bad = bad | jnp.any(jnp.all(x == 0, axis=-1))
+        what = "NaN, inf or a zero row (a zero token has no tangent space on the sphere)"
+    return eqx.error_if(x, bad, f"{name}: tokens contain {what}")
 
 
 def check_nonzero_rows(x, name: str = "x"):
@@ -506,6 +539,7 @@ def check_measure(weights, n: int, name: str = "weights"):
 MAX_GRID_POINTS = 2**27  # 128 M evaluations of a kernel sum: minutes; more is a mistake
 MAX_STEPS_LIMIT = 2**24  # 16.8 M solver steps: far beyond any horizon a clustered state needs
 MAX_ARRAY_ELEMENTS = 2**28  # 268 M numbers (1 GiB in float32) in one array that an argument sizes
+MAX_PYTHON_LOOP = 2**14  # 16,384 iterations of a Python-level loop (one dispatch each): seconds
 
 
 def check_budget(name: str, requested, limit, *, what: str, hint: str = "", factors=None):
@@ -534,6 +568,29 @@ def check_size(value, name: str, *, low: int | None = 1, per_unit: float = 1, li
         MAX_ARRAY_ELEMENTS if limit is None else limit,
         what=what or f"numbers sized by {name}",
     )
+    return value
+
+
+def check_static(value, name: str, why: str = "it is read as a Python number"):
+    """A value that must be concrete (not traced by ``jit``, ``vmap`` or ``grad``): refused
+    with a message naming it, instead of JAX's ConcretizationTypeError (issue 44 item 9)."""
+    if is_traced(value):
+        expected(name, f"a concrete number, not a traced value ({why})", "= a tracer")
+    return value
+
+
+def check_formula_count(value, name: str, *, low: int = 1, what: str = "an integer") -> int:
+    """A count that enters a closed form only as a number (n in log n, n − 1 as a power): any
+    integer >= ``low`` that a float64 holds (up to 1.8e308) is valid, as no work or memory
+    scales with it; a larger one (10**400) is refused here instead of raising OverflowError
+    deep inside the formula (issue 44 items 8 and 9)."""
+    value = check_int(value, name, low=low)
+    if value > int(np.finfo(np.float64).max):
+        expected(
+            name,
+            f"{what} a float64 can hold (<= 1.8e308)",
+            f"= an integer of {len(str(value))} digits",
+        )
     return value
 
 
@@ -968,3 +1025,87 @@ def hyperparameter(value):
     if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
         return float(value)
     return jnp.asarray(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# One argument order across attnflow.theory (docs/conventions.md, "Argument order").
+
+
+def model_parameters_keyword_only(*old_order: str):
+    """Decorator for a closed form whose model parameters (β, n, d, γ, ...) became keyword-only
+    after the variables it is evaluated at (a time, an inner product, κ): ``old_order`` names
+    the positional parameters of the old signature, in their old order.
+
+    A call that binds to the new signature runs as it is. A call that binds only to the old one
+    (``equiangular_time(0.5, 16, 0.9)`` for β, n, ρ₀) returns the old answer, with a
+    ``DeprecationWarning`` that spells the new call. A call that binds to neither (positional
+    arguments of one order mixed with keywords of the other) is refused with a ``TypeError``
+    that names the function and spells the new call; nothing is guessed."""
+
+    def decorate(function):
+        new = inspect.signature(function)
+        params = new.parameters
+        unknown = [name for name in old_order if name not in params]
+        if unknown:
+            raise AssertionError(f"{function.__name__}: {unknown} not in {new}")
+        ordered = [
+            params[name].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in old_order
+        ]
+        rest = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for name, p in params.items()
+            if name not in old_order
+        ]
+        old = new.replace(parameters=ordered + rest)
+        positional = [
+            name
+            for name, p in params.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        keywords = [name for name, p in params.items() if p.kind is p.KEYWORD_ONLY]
+        usage = (
+            f"{function.__name__}({', '.join(positional)}, *, "
+            + ", ".join(f"{k}=..." for k in keywords if k in old_order)
+            + ")"
+        )
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            try:
+                new.bind(*args, **kwargs)
+            except TypeError:
+                pass
+            else:
+                return function(*args, **kwargs)
+            try:
+                bound = old.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(
+                    f"{function.__name__}: the model's parameters are keyword-only: call "
+                    f"{usage}; got {len(args)} positional argument(s) and the keyword(s) "
+                    f"{sorted(kwargs)}, which match neither this order nor the old positional "
+                    f"order ({', '.join(old_order)}) ({error})"
+                ) from None
+
+            def shown(name):
+                value = bound.arguments[name]
+                plain = isinstance(value, (int, float, str)) and len(repr(value)) < 24
+                return repr(value) if plain else name
+
+            spelled = ", ".join(
+                [shown(name) for name in positional if name in bound.arguments]
+                + [f"{name}={shown(name)}" for name in keywords if name in bound.arguments]
+            )
+            warnings.warn(
+                f"{function.__name__}: positional arguments in the old order "
+                f"({', '.join(old_order)}) are deprecated; the model's parameters are "
+                f"keyword-only now: {function.__name__}({spelled}) gives the same value",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return function(**bound.arguments)
+
+        wrapper.__signature__ = new
+        return wrapper
+
+    return decorate

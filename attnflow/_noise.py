@@ -10,7 +10,14 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._check import check_beta, check_bool, check_key, check_tokens, is_traced
+from ._check import (
+    check_beta,
+    check_bool,
+    check_key,
+    check_tokens,
+    inside_engine,
+    is_traced,
+)
 from ._integrators._sde import solve_fixed_step_sde
 from ._solve import check_solve_objects
 from ._sphere import project_tangent, unit_rows
@@ -44,11 +51,16 @@ def _check_sde_arguments(field, x0, sigma, key, form, common_noise, normalize):
 def _check_field_at_start(field, t0, x0, args):
     """Eagerly, before compiling the SDE solve: the drift at (t0, x0) must be finite (an
     overflowing e^(β⟨x, y⟩) or NaN parameters would otherwise fail only after compilation).
-    One field evaluation; skipped when anything is traced."""
+    One field evaluation; skipped when anything is traced, and under ``jit`` (where the
+    evaluation itself is staged: its result is a tracer even for concrete inputs, issue 44 item
+    8; the unused evaluation is then dropped from the program)."""
     if field is None or any(is_traced(leaf) for leaf in jax.tree.leaves((field, t0, x0, args))):
         return
-    drift = field(t0, x0, args)
-    if not bool(jnp.all(jnp.isfinite(drift))):
+    with inside_engine():  # under jit: no traced check of x0 added (checked by check_tokens)
+        finite = jnp.all(jnp.isfinite(field(t0, x0, args)))
+    if is_traced(finite):
+        return
+    if not bool(finite):
         raise ValueError(
             "field: the drift is not finite at the initial state (t0, x0), so no step can "
             "succeed. Likely causes: exp(β⟨x_i, x_j⟩) overflowing (normalization='n' overflows "

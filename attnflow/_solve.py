@@ -27,6 +27,7 @@ from ._check import (
     check_reverse_mode_only,
     check_save_times,
     check_tokens,
+    inside_engine,
     is_traced,
 )
 from ._fields._base import AbstractField, AbstractPureField
@@ -569,6 +570,7 @@ def solve(
     )
 
 
+@inside_engine()  # the fields' traced checks are left out of the loop (x0 checked once)
 def integrate(
     field,
     x0,

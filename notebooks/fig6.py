@@ -64,7 +64,9 @@ mixed = jax.jit(
 )
 taus = jnp.linspace(-3.0, 3.0, 7)
 for beta in params["betas"]:
-    np.testing.assert_allclose(4 * mixed(taus, beta), theory.hessian_kernel(taus, beta), rtol=1e-10)
+    np.testing.assert_allclose(
+        4 * mixed(taus, beta), theory.hessian_kernel(taus, beta=beta), rtol=1e-10
+    )
 print("Hessian entries match g")
 
 

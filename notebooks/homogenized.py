@@ -52,7 +52,7 @@ def one_layer(key, beta):
 
 
 drift, sq = jax.jit(jax.vmap(one_layer, (0, None)))(jr.split(jr.key(0), R), 0.0)
-b, s2 = theory.homogenized_pair_coefficients(rho0, 0.0, d)
+b, s2 = theory.homogenized_pair_coefficients(rho0, beta=0.0, d=d)
 drift_error = abs(float(drift.mean()) - b) / (float(drift.std()) / np.sqrt(R) + 1e-3)
 print(f"drift {float(drift.mean()):.5f} ± {float(drift.std()) / np.sqrt(R):.5f} vs {b:.5f}")
 print(f"σ²    {float(sq.mean()):.5f} ± {float(sq.std()) / np.sqrt(R):.5f} vs {s2:.5f}")

@@ -563,6 +563,11 @@ SIZE_NAMES = {
     "n_max",
     "num",
     "size",
+    # issue 44: the density grids' sizes
+    "modes",
+    "kernel_points",
+    "degree",
+    "latitudes",
 }
 FREE_SIZES: dict[tuple[str, str], str] = {}
 SIZE_SECONDS = 5.0  # an answer, or a refusal, within this (an allocation or a hang is slower)

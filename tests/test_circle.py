@@ -66,7 +66,7 @@ def test_tau_star_is_the_root_and_the_sign_change_of_the_kernel(d):
         root = brentq(lambda t, b=beta: b * np.sin(t) ** 2 - (d - 1) * np.cos(t), 0, np.pi / 2)
         tau = float(theory.tau_star(beta, d))
         assert abs(tau - root) < 1e-12
-        g = theory.hessian_kernel(jnp.array([0.9 * tau, 1.1 * tau, np.pi]), beta, d)
+        g = theory.hessian_kernel(jnp.array([0.9 * tau, 1.1 * tau, np.pi]), beta=beta, d=d)
         assert g[0] > 0 and g[1] < 0 and g[2] < 0
     assert float(theory.tau_star(0.0, d)) == pytest.approx(np.pi / 2, abs=1e-15)
     big = 1e8
@@ -80,7 +80,7 @@ def test_tau_star_is_the_root_and_the_sign_change_of_the_kernel(d):
 def test_fig6_kernel_is_negative_beyond_tau_star():
     for beta in (2.0, 6.0):
         tau = jnp.linspace(-np.pi, np.pi, 2001)
-        g = theory.hessian_kernel(tau, beta)
+        g = theory.hessian_kernel(tau, beta=beta)
         outside = jnp.abs(tau) > theory.tau_star(beta) + 1e-9
         assert bool(jnp.all(g[outside] < 0)) and bool(jnp.all(g[~outside] > 0))
 

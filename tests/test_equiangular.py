@@ -54,7 +54,9 @@ def test_inner_product_matches_a_direct_solve(n, beta, rho0, normalization):
     off = ~np.eye(n, dtype=bool)
     simulated = np.asarray(gram)[:, off]
     assert np.ptp(simulated, axis=1).max() < 1e-10  # stays equiangular
-    theory = np.asarray(th.equiangular_inner_product(ts, n, beta, rho0, normalization))
+    theory = np.asarray(
+        th.equiangular_inner_product(ts, rho0, beta=beta, n=n, normalization=normalization)
+    )
     np.testing.assert_allclose(simulated.mean(axis=1), theory, rtol=0, atol=1e-9)
 
 
@@ -72,7 +74,7 @@ def test_inner_product_matches_a_direct_solve(n, beta, rho0, normalization):
     ],
 )
 def test_time_is_the_integral_to_full_precision(beta, n, rho0, delta, normalization):
-    got = float(th.equiangular_time(beta, n, rho0, delta, normalization))
+    got = float(th.equiangular_time(rho0, beta=beta, n=n, delta=delta, normalization=normalization))
     assert math.isfinite(got)
     assert got == pytest.approx(quad_time(beta, n, rho0, delta, normalization), rel=1e-12)
 
@@ -82,7 +84,7 @@ def test_large_beta_time_where_the_time_shift_cancels():
     # rounding: the two clustering times are equal in float64.
     shift = float(th.clustering_time(80.0, 2, 1e-3)) - float(th.clustering_time(80.0, 2, 0.5))
     assert shift == 0.0
-    rescaled = float(th.equiangular_time(80.0, 2, 0.5)) * math.exp(-80.0 * 0.5)
+    rescaled = float(th.equiangular_time(0.5, beta=80.0, n=2)) * math.exp(-80.0 * 0.5)
     assert rescaled == pytest.approx(quad_time(80.0, 2, 0.5, 1e-3, "softmax") * math.exp(-40.0))
     assert rescaled == pytest.approx(0.008481, abs=1e-6)
     # Leading order e^{β(1−ρ₀)}/(2β(1−ρ₀²)) (1 + O(1/β)): 1/120 = 0.00833.
@@ -91,19 +93,23 @@ def test_large_beta_time_where_the_time_shift_cancels():
 
 def test_time_inverts_the_inner_product():
     for normalization in ("softmax", "n"):
-        t = th.equiangular_time(jnp.array([0.0, 0.5, 3.0]), 6, 0.2, 1e-4, normalization)
-        rho = th.equiangular_inner_product(t, 6, jnp.array([0.0, 0.5, 3.0]), 0.2, normalization)
+        t = th.equiangular_time(
+            0.2, beta=jnp.array([0.0, 0.5, 3.0]), n=6, delta=1e-4, normalization=normalization
+        )
+        rho = th.equiangular_inner_product(
+            t, 0.2, beta=jnp.array([0.0, 0.5, 3.0]), n=6, normalization=normalization
+        )
         np.testing.assert_allclose(rho, 1 - 1e-4, rtol=0, atol=1e-13)
     # Already past the threshold: 0.
-    assert float(th.equiangular_time(1.0, 3, 0.999, 1e-2)) == 0.0
+    assert float(th.equiangular_time(0.999, beta=1.0, n=3, delta=1e-2)) == 0.0
 
 
 def test_orthogonal_start_is_the_orthogonal_curve():
     ts = jnp.array([0.3, 2.0, 9.0])
     for normalization in ("softmax", "n"):
         np.testing.assert_allclose(
-            th.equiangular_inner_product(ts, 8, 2.0, 0.0, normalization),
-            th.orthogonal_inner_product(ts, 8, 2.0, normalization),
+            th.equiangular_inner_product(ts, 0.0, beta=2.0, n=8, normalization=normalization),
+            th.orthogonal_inner_product(ts, beta=2.0, n=8, normalization=normalization),
             rtol=0,
             atol=1e-14,
         )
@@ -122,7 +128,7 @@ def test_orthogonal_start_is_the_orthogonal_curve():
 )
 def test_asymptotic_constant_is_the_regularised_integral(beta, n, rho0, normalization):
     # log C = λ ∫_a^1 [1/ρ' − 1/(λ(1−ρ))] dρ + log(1 − a), by mpmath.
-    got = th.equiangular_asymptotics(beta, n, rho0, normalization)
+    got = th.equiangular_asymptotics(rho0, beta=beta, n=n, normalization=normalization)
     lam = 2 * math.exp(beta) if normalization == "n" else 2.0
     assert float(got.rate) == pytest.approx(lam, rel=1e-15)
     with mp.workdps(40):
@@ -136,7 +142,7 @@ def test_rate_and_constant_against_the_particles():
     # (1 − ρ(t)) e^{λt} → C along a direct solve of the particles (USA, n = 4, β = 1, ρ₀ = 0.2;
     # SA's rate 2 and constant are checked through the quadrature above).
     n, beta, rho0, normalization = 4, 1.0, 0.2, "n"
-    asym = th.equiangular_asymptotics(beta, n, rho0, normalization)
+    asym = th.equiangular_asymptotics(rho0, beta=beta, n=n, normalization=normalization)
     rate, c = float(asym.rate), math.exp(float(asym.log_constant))
     t_late = 14.0 / rate
     ts = jnp.array([t_late, t_late + 0.5 / rate])
@@ -151,8 +157,8 @@ def test_rate_and_constant_against_the_particles():
 
 def test_rho0_outside_the_open_interval_is_refused():
     with pytest.raises(ValueError, match="rho0"):
-        th.equiangular_inner_product(1.0, 3, 1.0, -0.5)  # the simplex: −1/(n−1)
+        th.equiangular_inner_product(1.0, -0.5, beta=1.0, n=3)  # the simplex: −1/(n−1)
     with pytest.raises(ValueError, match="rho0"):
-        th.equiangular_time(1.0, 3, 1.0)
+        th.equiangular_time(1.0, beta=1.0, n=3)
     with pytest.raises(ValueError, match="delta"):
-        th.equiangular_time(1.0, 3, 0.2, delta=0.0)
+        th.equiangular_time(0.2, beta=1.0, n=3, delta=0.0)

@@ -50,7 +50,7 @@ def test_one_layer_of_the_discrete_model_has_the_generator_of_the_limit(beta, rh
         return (ra + rb) / 2 / tau, ((ra - rb) / 2) ** 2 / tau
 
     drift, sq = jax.jit(jax.vmap(one))(jr.split(jr.key(0), R))
-    b, s2 = theory.homogenized_pair_coefficients(rho0, beta, D)
+    b, s2 = theory.homogenized_pair_coefficients(rho0, beta=beta, d=D)
     # 4 standard errors plus the O(τ) bias (about 1e-3 here).
     assert abs(float(drift.mean()) - b) < 4 * float(drift.std()) / np.sqrt(R) + 2e-3
     assert abs(float(sq.mean()) - s2) < 4 * float(sq.std()) / np.sqrt(R) + 2e-3
@@ -101,7 +101,7 @@ def test_antipodal_rate_and_threshold_closed_forms():
     # λ_− against a finite-difference linearisation of the two-token coefficients.
     for beta, d in ((0.0, 8), (0.7, 5), (2.0, 12)):
         h = 1e-5
-        b, s2 = theory.homogenized_pair_coefficients(-1 + h, beta, d)
+        b, s2 = theory.homogenized_pair_coefficients(-1 + h, beta=beta, d=d)
         A, S = b / h, s2 / h**2  # b ≈ A v and σ² ≈ S v² near v = 1 + ρ = 0
         assert theory.homogenized_antipodal_rate(beta, d) == pytest.approx(A - S / 2, abs=1e-3)
     for d in (4, 6, 9):

@@ -108,7 +108,7 @@ def test_gradient_flow_identities_hold_for_negative_beta(beta):
 
 
 def test_the_triangle_is_stable_exactly_below_minus_two_thirds():
-    g = af.theory.hessian_kernel(2 * np.pi / 3, -2.0 / 3.0)
+    g = af.theory.hessian_kernel(2 * np.pi / 3, beta=-2.0 / 3.0)
     assert abs(float(g)) < 1e-15
     # τ*_β (the zero of g in (π/2, π) for β < 0) passes 2π/3 at β = −2/3
     np.testing.assert_allclose(af.theory.tau_star(-2.0 / 3.0), 2 * np.pi / 3, rtol=1e-14)

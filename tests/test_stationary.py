@@ -44,11 +44,13 @@ def test_noisy_kuramoto_closed_forms():
     np.testing.assert_allclose(r[2:], [_kuramoto_root(2.5, 2), _kuramoto_root(4.0, 2)], rtol=1e-12)
     np.testing.assert_allclose(r[2:], [0.59, 0.83], atol=0.005)
     langevin = brentq(lambda r: 1 / math.tanh(5 * r) - 1 / (5 * r) - r, 1e-6, 1.0)
-    np.testing.assert_allclose(theory.stationary_order_parameter(5.0, 0.0, 3), langevin, rtol=1e-12)
+    np.testing.assert_allclose(
+        theory.stationary_order_parameter(5.0, beta=0.0, d=3), langevin, rtol=1e-12
+    )
     # the branch curve at β = 0 is κ(r) = A_d^{-1}(r)/r, by the β > 0 solver's own route
     # (USA: the same programs as the β > 0 tests below; at β = 0 SA and USA coincide)
     branch = theory.stationary_branches(
-        jnp.array([2.5, 4.0]), jnp.asarray(0.0), 2, normalization="n"
+        jnp.array([2.5, 4.0]), beta=jnp.asarray(0.0), d=2, normalization="n"
     )
     np.testing.assert_allclose(branch.order_parameter, r[2:], rtol=1e-9)
     rs, ks = np.asarray(branch.curve_order_parameter), np.asarray(branch.curve_kappa)
@@ -71,8 +73,10 @@ def test_branches_start_at_the_critical_kappa_and_turn_first_order():
     """κ(r) → κ_c as r → 0 (linear theory against the nonlinear solver); USA on the circle is
     supercritical at β = 1 and subcritical (first order) at β = 3, with a saddle-node below κ_c
     where r* jumps from 0."""
-    weak = theory.stationary_branches(jnp.array([1.7, 3.0]), 1.0, 2, normalization="n")
-    strong = theory.stationary_branches(jnp.array([0.5, 0.755, 1.0]), 3.0, 2, normalization="n")
+    weak = theory.stationary_branches(jnp.array([1.7, 3.0]), beta=1.0, d=2, normalization="n")
+    strong = theory.stationary_branches(
+        jnp.array([0.5, 0.755, 1.0]), beta=3.0, d=2, normalization="n"
+    )
     for b in (weak, strong):
         r0, k0 = float(b.curve_order_parameter[0]), float(b.curve_kappa[0])
         assert abs(k0 - float(b.kappa_critical)) < 2 * r0**2 * float(b.kappa_critical)
@@ -132,7 +136,7 @@ def _check_by_quadrature(state, us):
     [(3.0, 1.0, 2, "n"), (0.8, 3.0, 2, "n"), (4.0, 1.0, 3, "softmax")],
 )
 def test_self_consistency_by_independent_quadrature(kappa, beta, d, normalization):
-    state = theory.stationary_state(kappa, beta, d, normalization=normalization)
+    state = theory.stationary_state(kappa, beta=beta, d=d, normalization=normalization)
     assert float(state.order_parameter) > 0.3
     us = [-0.9, 0.1, 0.95] if d == 3 else [-0.9, -0.3, 0.2, 0.7, 0.95]
     _check_by_quadrature(state, us)
@@ -145,7 +149,7 @@ def test_agreement_with_a_long_noisy_run():
     n samples is √(Var⟨x, e⟩/n) ≈ 0.01; Euler–Maruyama at dt = 0.05 adds a bias of order dt,
     measured at 0.006 here; the β = 0 answer at the same κ, 0.70, is far outside)."""
     kappa, n = 3.0, 1000
-    r_star = float(theory.stationary_order_parameter(kappa, 1.0, 2, normalization="n"))
+    r_star = float(theory.stationary_order_parameter(kappa, beta=1.0, d=2, normalization="n"))
     x0 = jnp.tile(jnp.array([1.0, 0.0]), (n, 1))
     ts = jnp.arange(0.0, 8.01, 0.25)
     sol = af.solve_sde(
@@ -171,7 +175,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="kappa: expected finite values >= 0"):
         theory.stationary_order_parameter(float("nan"))
     with pytest.raises(ValueError, match="d: expected an integer >= 2"):
-        theory.stationary_branches([1.0], 0.0, 1)
+        theory.stationary_branches([1.0], beta=0.0, d=1)
     with pytest.raises(ValueError, match="normalization"):
         theory.stationary_state(1.0, normalization="sum")
     with pytest.raises(ValueError, match="kappas: expected a 1-d grid"):

@@ -91,7 +91,9 @@ def test_orthogonal_inner_product_matches_ode(normalization):
             atol=1e-14,
             method="DOP853",
         )
-        ours = np.asarray(th.orthogonal_inner_product(ts, n, beta, normalization))
+        ours = np.asarray(
+            th.orthogonal_inner_product(ts, beta=beta, n=n, normalization=normalization)
+        )
         np.testing.assert_allclose(ours, sol.y[0], atol=1e-10)
 
 
@@ -114,27 +116,33 @@ def test_orthogonal_inner_product_matches_particles(normalization):
     xs = sol.y.T.reshape(-1, n, d)
     xs /= np.linalg.norm(xs, axis=2, keepdims=True)
     off = np.einsum("tid,tjd->tij", xs, xs)[:, ~np.eye(n, dtype=bool)]
-    gamma = np.asarray(th.orthogonal_inner_product(ts, n, beta, normalization))
+    gamma = np.asarray(th.orthogonal_inner_product(ts, beta=beta, n=n, normalization=normalization))
     np.testing.assert_allclose(off, np.broadcast_to(gamma[:, None], off.shape), atol=1e-9)
 
 
 def test_beta0_closed_form():
     ts = np.linspace(0.0, 5.0, 11)
     np.testing.assert_allclose(
-        np.asarray(th.orthogonal_inner_product_beta0(ts, 2)), np.tanh(ts), atol=1e-15
+        np.asarray(th.orthogonal_inner_product_beta0(ts, n=2)), np.tanh(ts), atol=1e-15
     )
     # The bisection branch near β = 0 joins the closed form continuously.
-    near = np.asarray(th.orthogonal_inner_product(ts, 7, 1e-9))
+    near = np.asarray(th.orthogonal_inner_product(ts, beta=1e-9, n=7))
     np.testing.assert_allclose(
-        near, np.asarray(th.orthogonal_inner_product_beta0(ts, 7)), atol=1e-8
+        near, np.asarray(th.orthogonal_inner_product_beta0(ts, n=7)), atol=1e-8
     )
-    assert float(th.orthogonal_inner_product_beta0(1e4, 3)) == 1.0
+    assert float(th.orthogonal_inner_product_beta0(1e4, n=3)) == 1.0
 
 
 def test_gamma_hits_threshold_at_clustering_time():
     for norm in ("softmax", "n"):
         t_star = float(th.clustering_time(3.0, 10, 0.01, norm))
-        assert abs(float(th.orthogonal_inner_product(t_star, 10, 3.0, norm)) - 0.99) < 1e-12
+        assert (
+            abs(
+                float(th.orthogonal_inner_product(t_star, beta=3.0, n=10, normalization=norm))
+                - 0.99
+            )
+            < 1e-12
+        )
 
 
 def test_clustering_beta_inverts_quadrature():
@@ -237,7 +245,7 @@ def test_cone_collapse_bound_holds_along_a_trajectory():
     alpha = np.min(traj @ x_star, axis=1)
     t0 = ts[np.argmax(alpha >= 0.5)]
     after = ts >= t0
-    bound = np.asarray(th.cone_collapse_bound(ts[after], beta, n, t0))
+    bound = np.asarray(th.cone_collapse_bound(ts[after], beta=beta, n=n, t0=t0))
     assert np.all(1 - alpha[after] <= bound + 1e-12)
     assert float(th.cone_collapse_rate(beta, n, "n")) == pytest.approx(
         float(th.cone_collapse_rate(beta, n)) * math.exp(beta), rel=1e-14
@@ -252,9 +260,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="beta: expected finite values >= 0"):
         th.clustering_time(-1.0, 4)
     with pytest.raises(ValueError, match="normalization: expected 'softmax'"):
-        th.orthogonal_inner_product(1.0, 4, 1.0, "sum")
+        th.orthogonal_inner_product(1.0, beta=1.0, n=4, normalization="sum")
     with pytest.raises(ValueError, match="t: expected finite values >= 0"):
-        th.orthogonal_inner_product(-1.0, 4, 1.0)
+        th.orthogonal_inner_product(-1.0, beta=1.0, n=4)
     with pytest.raises(ValueError, match="d: expected an integer dimension >= 2"):
         th.wendel(3, 1)
     with pytest.raises(ValueError, match="beta: expected finite values >= 0"):

@@ -13,6 +13,7 @@ from jaxtyping import Array, Float
 from .._check import (
     check_dict_keys,
     check_shape_tokens,
+    check_traced_field_input,
     check_weights,
     convert_array_likes_in_subclass,
     is_traced,
@@ -115,20 +116,23 @@ def check_field_input(x, name: str = "x", *, nonzero: bool = True):
     """Shape check always; for concrete arrays also finite entries and (``nonzero``) non-zero rows.
 
     Fields are called directly (not only inside :func:`attnflow.solve`), so an eager call on a
-    NaN or zero row raises here instead of returning NaN.
+    NaN or zero row raises here instead of returning NaN; so does a call under the user's
+    ``jit`` (``eqx.error_if``), but not one traced by an engine (``solve``, ``solve_sde``, the
+    layer loop), which checked its x0 at its entry: the engines' programs gain nothing.
     """
     check_shape_tokens(x, name)
-    if not is_traced(x):
-        values = np.asarray(x)
-        if not np.all(np.isfinite(values)):
-            row = int(np.argwhere(~np.isfinite(values))[0, 0])
-            raise ValueError(f"{name}: tokens contain NaN or inf (first at row {row})")
-        norms = np.linalg.norm(values, axis=-1)
-        if nonzero and np.any(norms == 0):
-            raise ValueError(
-                f"{name}: row {int(np.argmax(norms == 0))} is zero; a zero token has no tangent "
-                "space on the sphere"
-            )
+    if is_traced(x):
+        return check_traced_field_input(x, name, nonzero=nonzero)
+    values = np.asarray(x)
+    if not np.all(np.isfinite(values)):
+        row = int(np.argwhere(~np.isfinite(values))[0, 0])
+        raise ValueError(f"{name}: tokens contain NaN or inf (first at row {row})")
+    norms = np.linalg.norm(values, axis=-1)
+    if nonzero and np.any(norms == 0):
+        raise ValueError(
+            f"{name}: row {int(np.argmax(norms == 0))} is zero; a zero token has no tangent "
+            "space on the sphere"
+        )
     return x
 
 

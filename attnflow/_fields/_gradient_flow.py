@@ -2,7 +2,7 @@
 
 import equinox as eqx
 
-from .._check import check_bool, check_shape_tokens
+from .._check import check_bool, check_shape_tokens, check_traced_field_input
 from .._energy import AbstractEnergy
 from .._metric import AbstractMetric, riemannian_gradient
 from ._base import AbstractField, weights_from_args
@@ -40,6 +40,7 @@ class GradientFlow(AbstractField):
 
     def __call__(self, t, x, args=None):
         check_shape_tokens(x)
+        x = check_traced_field_input(x, nonzero=False)  # under the user's jit; free in engines
         weights = weights_from_args(args, x.shape[0])
         grad = riemannian_gradient(self.energy, self.metric, x, weights)
         return -grad if self.descent else grad

@@ -56,10 +56,13 @@ class _PerPiece(eqx.Module):
         return np.asarray(self.values, dtype=dtype)
 
 
-def _stack_numbers(*values):
-    """One number for all pieces stays that number; different ones become a static _PerPiece."""
+def _stack_numbers(*values, per_piece: bool = False):
+    """One number for all pieces stays that number (unless ``per_piece``); different ones
+    become a static _PerPiece."""
     values = tuple(float(v) for v in values)
-    return values[0] if all(v == values[0] for v in values) else _PerPiece(values)
+    if not per_piece and all(v == values[0] for v in values):
+        return values[0]
+    return _PerPiece(values)
 
 
 class PiecewiseConstant(AbstractField):
@@ -133,8 +136,13 @@ class PiecewiseConstant(AbstractField):
         leaves = jax.tree.leaves(eqx.filter(field, eqx.is_array))
         numbers = jax.tree.leaves(field, is_leaf=lambda x: isinstance(x, _PerPiece))
         numbers = [leaf for leaf in numbers if isinstance(leaf, _PerPiece)]
-        if not leaves and not numbers:
-            raise ValueError("field: has no array leaves to make piecewise constant")
+        if not leaves and not numbers and num_pieces > 1:
+            # One piece needs nothing stacked (issue 44 item 8: from_fields([F], [])).
+            raise ValueError(
+                f"field: expected parameters stacked over the L = {num_pieces} pieces (arrays "
+                "with a leading axis of length L, or per-piece numbers), got a field with none; "
+                "build it with PiecewiseConstant.from_fields([F_0, ..., F_{L-1}], switch_times)"
+            )
         for leaf in numbers:
             if leaf.shape[0] != num_pieces:
                 raise ValueError(
@@ -252,9 +260,14 @@ class PiecewiseConstant(AbstractField):
                     f"fields: piece {k} has array shapes {shapes}, piece 0 has "
                     f"{[jnp.shape(a) for a in jax.tree.leaves(dynamic[0])]}"
                 )
+        # Pieces with numbers only (SelfAttention(1.0) twice): kept per piece, so that the
+        # stacked field has something per piece even where the numbers agree.
+        per_piece = len(fields) > 1 and not jax.tree.leaves(eqx.filter(dynamic[0], eqx.is_array))
         stacked = jax.tree.map(
             lambda *leaves: (
-                jnp.stack(leaves) if eqx.is_array(leaves[0]) else _stack_numbers(*leaves)
+                jnp.stack(leaves)
+                if eqx.is_array(leaves[0])
+                else _stack_numbers(*leaves, per_piece=per_piece)
             ),
             *dynamic,
         )

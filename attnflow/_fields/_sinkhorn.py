@@ -26,12 +26,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import (
+    MAX_STEPS_LIMIT,
     accepts_array_likes,
     check_beta,
     check_finite_array,
-    check_int,
     check_matrix,
     check_shape_tokens,
+    check_size,
     check_symmetric,
     check_weights,
     hyperparameter,
@@ -43,7 +44,8 @@ from ._self_attention import SelfAttention
 
 
 def _check_iterations(iterations, tolerance):
-    check_int(iterations, "iterations", low=1)
+    # A loop count (the sweeps of a while loop): bounded like a solver's steps, before any work.
+    check_size(iterations, "iterations", limit=MAX_STEPS_LIMIT, what="Sinkhorn sweeps")
     if tolerance is not None and not float(tolerance) >= 0:
         raise ValueError(
             f"tolerance: expected a marginal tolerance >= 0 (or None for "

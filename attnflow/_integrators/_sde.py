@@ -25,6 +25,7 @@ from .._check import (
     check_max_steps,
     check_positive_scalar,
     check_save_times,
+    inside_engine,
     is_traced,
 )
 
@@ -101,6 +102,7 @@ def _save_at(ts, fn) -> diffrax.SaveAt:
     return diffrax.SaveAt(ts=ts, **kwargs)
 
 
+@inside_engine()  # the fields' traced checks are left out of the loop (x0 checked once)
 def solve_fixed_step_sde(
     drift: Callable,
     diffusion: Callable | None,

@@ -8,7 +8,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_finite_scalar, check_nonzero_rows, check_size, check_tokens
+from .._check import (
+    check_finite_scalar,
+    check_nonzero_rows,
+    check_size,
+    check_tokens,
+    inside_engine,
+)
 from .._fields._base import AbstractField
 
 
@@ -38,6 +44,7 @@ def check_layer_arguments(x0, num_layers, step, t0, *, unit: bool, nonzero: bool
     return x0, num_layers, check_finite_scalar(step, "step"), check_finite_scalar(t0, "t0")
 
 
+@inside_engine()  # the fields' traced checks are left out of the loop (x0 checked once)
 def scan_layers(update: Callable, x0, num_layers: int, step, t0):
     """x_{k+1} = update(t0 + k·step, x_k) for checked arguments; returns (num_layers + 1, n, d),
     x0 first, in x0's dtype."""

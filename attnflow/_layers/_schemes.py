@@ -31,9 +31,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._check import (
+    as_array,
     check_finite_scalar,
     check_nonzero_rows,
     check_positive_scalar,
+    check_real_values,
+    check_shape_tokens,
     check_tokens,
     expected,
     is_traced,
@@ -154,10 +157,30 @@ class AbstractNormalizationScheme(eqx.Module):
         """r = |z| (row-wise); identically 1 for on-sphere schemes."""
         return jnp.linalg.norm(z, axis=-1)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Every scheme's speed factor checks its arguments' shapes in one place (issue 44
+        # item 3: an output of 1 token for 4, or of R² for tokens in R³, was accepted).
+        method = cls.__dict__.get("speed_factor")
+        if method is not None and not getattr(method, "__isabstractmethod__", False):
+            cls.speed_factor = _checking_speed_factor(method)
+
+    def _parameter_errors(self):
+        """(condition, message) pairs for parameters that are traced (a scheme built inside
+        ``jit``): checked once at the entry of :meth:`layers` and :meth:`solve` through
+        ``eqx.error_if`` on z0, never per step. Concrete parameters are checked at construction."""
+        return ()
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        """The scheme's time domain for a run from t0 to t1 (concrete times; ``names`` are the
+        arguments to name in an error); default: any."""
+
     def _check_stream(self, z0):
         z0 = check_tokens(z0, "z0", unit=self.on_sphere)
         if not self.on_sphere and self.normalizes_stream:
             z0 = check_nonzero_rows(z0, "z0")
+        for bad, message in self._parameter_errors():
+            z0 = eqx.error_if(z0, bad, message)
         return z0
 
     def layers(
@@ -174,7 +197,11 @@ class AbstractNormalizationScheme(eqx.Module):
         schemes; any non-zero rows otherwise). Returns (num_layers + 1, n, d), z0 first.
         Compiled once per scheme, sublayer structure, shape and ``num_layers``."""
         z0 = self._check_stream(z0)
-        return _iterate(self, sublayer, z0, check_num_layers(num_layers), step, args, t0)
+        num_layers = check_num_layers(num_layers)
+        if not any(is_traced(v) for v in (t0, step)) and _is_number(t0) and _is_number(step):
+            t1 = float(t0) + num_layers * float(step)
+            self._check_times(float(t0), t1, names=("t0", "step"))
+        return _iterate(self, sublayer, z0, num_layers, step, args, t0)
 
     def solve(
         self,
@@ -200,6 +227,8 @@ class AbstractNormalizationScheme(eqx.Module):
         """
         # solve's own path: its checks, step cap and failure diagnosis; the field read at z/|z|
         # and the saved states normalised on the sphere only.
+        if not any(is_traced(v) for v in (t0, t1)) and _is_number(t0) and _is_number(t1):
+            self._check_times(float(t0), float(t1))
         return integrate(
             lambda t, z, a: self.vector_field(sublayer, t, z, a),
             self._check_stream(z0),
@@ -214,6 +243,34 @@ class AbstractNormalizationScheme(eqx.Module):
             args=args,
             throw=throw,
         )
+
+
+def _is_number(value) -> bool:
+    """A real scalar that float() reads (the checks that name a bad one come later)."""
+    try:
+        return jnp.ndim(value) == 0 and bool(jnp.isfinite(float(value)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _checking_speed_factor(method):
+    def speed_factor(self, t, z, output):
+        if not is_traced(t) and _is_number(t):
+            self._check_times(float(t), float(t), names=("t", "t"))
+        z = check_shape_tokens(z, "z")
+        output = as_array(output, "output")
+        if jnp.shape(output) != jnp.shape(z):
+            expected(
+                "output",
+                f"the sublayer output A of shape {jnp.shape(z)}, one row per token of z",
+                f"= an array of shape {jnp.shape(output)}",
+            )
+        return method(self, t, z, output)
+
+    speed_factor.__doc__ = method.__doc__
+    speed_factor.__name__ = method.__name__
+    speed_factor.__qualname__ = method.__qualname__
+    return speed_factor
 
 
 @eqx.filter_jit
@@ -361,12 +418,19 @@ class NGPT(AbstractOneSublayerScheme):
     on_sphere = True
 
     def __init__(self, rate=1.0):
+        # Real, finite (strings, None, bools and inf refused; issue 44 item 3), then > 0.
+        rate = check_real_values(rate, "rate")
         rate = jnp.asarray(rate, dtype=jnp.result_type(float))
         if rate.ndim > 1:
             raise ValueError(f"rate: expected a scalar or a (d,) vector, got shape {rate.shape}")
         if not isinstance(rate, jax.core.Tracer) and not bool(jnp.all(rate > 0)):
             raise ValueError(f"rate: expected positive step rates, got {rate}")
         self.rate = rate
+
+    def _parameter_errors(self):
+        if not is_traced(self.rate):
+            return ()
+        return ((~jnp.all(self.rate > 0), "rate: expected positive step rates"),)
 
     def _rate(self, z):
         rate = self.rate.astype(z.dtype)
@@ -493,6 +557,12 @@ class MixLN(AbstractOneSublayerScheme):
         if not is_traced(value) and float(value) < 0:
             expected("switch_time", "a time t* >= 0", float(value))
 
+    def _parameter_errors(self):
+        if not is_traced(self.switch_time):
+            return ()
+        bad = ~(jnp.isfinite(self.switch_time) & (self.switch_time >= 0))
+        return ((bad, "switch_time: expected a finite time t* >= 0"),)
+
     def _post(self, t):
         return jnp.asarray(t) < self.switch_time
 
@@ -547,6 +617,27 @@ class SqrtScaling(AbstractOneSublayerScheme):
 
     def __check_init__(self):
         check_positive_scalar(self.offset, "offset", what="layer offset")
+
+    def _parameter_errors(self):
+        if not is_traced(self.offset):
+            return ()
+        bad = ~(jnp.isfinite(self.offset) & (self.offset > 0))
+        return ((bad, "offset: expected a finite layer offset > 0"),)
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        # The layer index t + offset must stay > 0 on the whole run (1/√(t + offset)); refused
+        # before any work (issue 44 items 3 and 11: NaN, or a failed solve after 12-21 s).
+        if is_traced(self.offset):
+            return
+        low = min(t0, t1)
+        if not low + float(self.offset) > 0:
+            name = names[0] if t0 <= t1 else names[1]
+            expected(
+                name,
+                f"times with t + offset > 0 (the layer index ℓ = t + offset of 1/√ℓ; offset = "
+                f"{float(self.offset):g})",
+                low,
+            )
 
     def _scale(self, t, z):
         return jax.lax.rsqrt(jnp.asarray(t + self.offset, z.dtype))

@@ -23,6 +23,7 @@ from .._check import (
     check_matrix,
     check_positive_scalar,
     check_sa_normalization,
+    check_static,
 )
 from .._ensembles import AttentionEnsemble
 from .._sphere import unit_rows
@@ -188,7 +189,7 @@ def _check_options(
     statistic."""
     check_sa_normalization(normalization)
     betas, ts = _check_grid(betas, ts)
-    delta = float(check_delta(delta))
+    delta = float(check_delta(check_static(delta, "delta", "the engine's statistics read it")))
     if statistics is not _RESULT:
         statistics = check_bool(statistics, "statistics")
         if statistics:

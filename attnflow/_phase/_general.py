@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._check import failed_solves_message
+from .._check import check_finite_scalar, expected, failed_solves_message
 from .._fields._self_attention import MultiHeadAttention, SelfAttention
 from .._layers._schemes import (
     NGPT,
@@ -103,6 +103,9 @@ class FieldFamily(eqx.Module):
 
     def num_pieces(self, t_end: float) -> int:
         """Pieces of constant weights covering [0, t_end]: ⌈t_end / T⌉ (at least 1)."""
+        t_end = check_finite_scalar(t_end, "t_end")
+        if float(t_end) < 0:
+            expected("t_end", "a final time >= 0 (the pieces cover [0, t_end])", float(t_end))
         if self.period is None:
             return 1
         return max(1, math.ceil(t_end / self.period))

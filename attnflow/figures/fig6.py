@@ -30,7 +30,7 @@ PRESETS = {
 def compute(betas, points: int) -> dict:
     """τ on [−π, π] (``points`` values), g_β(τ) for each β (len(betas), points) and τ*_β."""
     taus = np.linspace(-np.pi, np.pi, points)
-    values = np.stack([np.asarray(theory.hessian_kernel(taus, float(b))) for b in betas])
+    values = np.stack([np.asarray(theory.hessian_kernel(taus, beta=float(b))) for b in betas])
     stars = np.array([float(theory.tau_star(float(b))) for b in betas])
     return {"tau": taus, "g": values, "beta": np.asarray(betas, float), "tau_star": stars}
 

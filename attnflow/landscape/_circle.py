@@ -11,6 +11,7 @@ the formula is defined (docs/conventions.md, "Negative β").
 
 from typing import Literal
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
@@ -65,10 +66,12 @@ def _differences(theta):
     return theta[:, None] - theta[None, :]
 
 
-def _relative_weights(beta, diff):
-    """(e^{β cos(θ_i − θ_j) − |β|}, |β|): weights scaled into (0, 1] and the log of the scale."""
-    shift = jnp.abs(beta)
-    return jnp.exp(beta * jnp.cos(diff) - shift), shift
+def _relative_weights(beta, diff, axis=None):
+    """(e^{β cos(θ_i − θ_j) − s}, s) with s the largest exponent (over ``axis``; all when None):
+    weights scaled into (0, 1] and the log of the scale, for either sign of β."""
+    exponent = beta * jnp.cos(diff)
+    shift = jax.lax.stop_gradient(jnp.max(exponent, axis=axis, keepdims=axis is not None))
+    return jnp.exp(exponent - shift), shift
 
 
 def circle_energy(theta: Float[ArrayLike, " n"], beta) -> Float[Array, ""]:
@@ -85,8 +88,11 @@ def circle_energy(theta: Float[ArrayLike, " n"], beta) -> Float[Array, ""]:
     theta = _check_angles(theta)
     beta = check_beta(beta, positive=True, signed=True)
     n = theta.shape[0]
+    # Log-sum-exp form, scaled by the largest exponent: finite wherever E is (issue 44 item 4:
+    # the equilateral triangle at β = −800 is −6e^{400}/(2·800·9), not −inf).
     relative, shift = _relative_weights(beta, _differences(theta))
-    return jnp.exp(shift) * jnp.sum(relative) / (2 * beta * n**2)
+    log_size = jnp.log(jnp.sum(relative)) + shift - jnp.log(2 * jnp.abs(beta) * n**2)
+    return jnp.sign(beta) * jnp.exp(log_size)
 
 
 def circle_field(
@@ -115,11 +121,18 @@ def circle_field(
     beta = check_beta(beta, signed=True)
     check_sa_normalization(normalization)
     diff = _differences(theta)
-    relative, shift = _relative_weights(beta, diff)
-    pull = -jnp.sum(relative * jnp.sin(diff), axis=1)
     if normalization == "softmax":
-        return pull / jnp.sum(relative, axis=1)
-    return pull * jnp.exp(shift) / theta.shape[0]
+        relative, _ = _relative_weights(beta, diff, axis=1)  # row by row: Z_i >= 1 after scaling
+        return -jnp.sum(relative * jnp.sin(diff), axis=1) / jnp.sum(relative, axis=1)
+    # USA: a signed log-sum-exp over the terms with sin ≠ 0 (the diagonal's e^β has sin = 0 and
+    # must not set the scale: at β = 800 it would overflow a finite velocity).
+    sine = jnp.sin(diff)
+    magnitude = jnp.where(sine != 0, jnp.abs(sine), 1.0)
+    exponent = jnp.where(sine != 0, beta * jnp.cos(diff) + jnp.log(magnitude), -jnp.inf)
+    log_size, sign = jax.scipy.special.logsumexp(
+        exponent, axis=1, b=-jnp.sign(sine), return_sign=True
+    )
+    return sign * jnp.exp(log_size - jnp.log(theta.shape[0]))
 
 
 def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
@@ -143,9 +156,12 @@ def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
     beta = check_beta(beta, positive=True, signed=True)
     n = theta.shape[0]
     diff = _differences(theta)
-    # g scaled by e^{-|β|} first; the diagonal g(0) cancels between the two terms
-    relative, shift = _relative_weights(beta, diff)
-    kernel = relative * (jnp.cos(diff) - beta * jnp.sin(diff) ** 2)
+    # g scaled by e^{-s}, s the largest exponent off the diagonal (the diagonal g(0) cancels
+    # between the two terms: left out, so that e^β there cannot overflow a finite Hessian).
+    off = ~jnp.eye(n, dtype=bool)
+    exponent = jnp.where(off, beta * jnp.cos(diff), -jnp.inf)
+    shift = jax.lax.stop_gradient(jnp.max(exponent))
+    kernel = jnp.exp(exponent - shift) * (jnp.cos(diff) - beta * jnp.sin(diff) ** 2)
     return jnp.exp(shift) * (kernel - jnp.diag(jnp.sum(kernel, axis=1))) / n**2
 
 

@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._check import check_int, check_sa_normalization, is_traced
-from ._grid import AbstractDensityGrid, check_node_count
+from .._check import check_sa_normalization, check_size, check_unit_rows, expected, is_traced
+from ._grid import AbstractDensityGrid, check_grid_array, check_grid_beta, check_node_count
 
 
 def _default_kernel_points(modes: int) -> int:
@@ -71,13 +71,16 @@ class CircleGrid(AbstractDensityGrid):
     dimension: int = eqx.field(static=True, default=2)
 
     def __init__(self, modes: int, *, points: int | None = None, kernel_points: int | None = None):
-        self.modes = check_int(modes, "modes", low=4)
+        # Values at 3K + 1 nodes and a kernel table of about 4K: refused before any work.
+        self.modes = check_size(modes, "modes", low=4, per_unit=4, what="grid values (4 × modes)")
         low = 3 * self.modes + 1
         why = f"at least 3K + 1 = {low} nodes for K = {self.modes} modes (alias-free products)"
         self.points = check_node_count(points, "points", low, why)
         if kernel_points is None:
             kernel_points = _default_kernel_points(self.modes)
-        self.kernel_points = check_int(kernel_points, "kernel_points", low=2 * self.modes + 2)
+        self.kernel_points = check_size(
+            kernel_points, "kernel_points", low=2 * self.modes + 2, what="kernel samples"
+        )
         self.dimension = 2
 
     # --- layout --------------------------------------------------------------------------------
@@ -112,7 +115,7 @@ class CircleGrid(AbstractDensityGrid):
 
     def _to_complex(self, c):
         """c ↦ the complex coefficients ĉ_k, k = 0..K, of ρ = Σ_{|k|≤K} ĉ_k e^{ikθ}."""
-        self._check_coefficients(c)
+        c = self._check_coefficients(c)
         K = self.modes
         a, b = c[: K + 1], c[K + 1 :]
         tail = jax.lax.complex(a[1:], -b) / 2
@@ -122,12 +125,9 @@ class CircleGrid(AbstractDensityGrid):
         K = self.modes
         return jnp.concatenate([z[:1].real, 2 * z[1 : K + 1].real, -2 * z[1 : K + 1].imag])
 
-    def _check_coefficients(self, c):
-        if jnp.shape(c) != (self.size,):
-            raise ValueError(
-                f"coefficients: expected shape ({self.size},) = (2K + 1,) for K = {self.modes} "
-                f"modes, got {jnp.shape(c)}"
-            )
+    def _check_coefficients(self, c, name: str = "coefficients"):
+        what = f"coefficients ((2K + 1,) for K = {self.modes} modes)"
+        return check_grid_array(c, name, (self.size,), what)
 
     def to_values(self, coefficients):
         z = self._to_complex(coefficients)
@@ -135,15 +135,19 @@ class CircleGrid(AbstractDensityGrid):
         return jnp.fft.irfft(spectrum, n=self.points) * self.points
 
     def from_values(self, values):
+        values = check_grid_array(values, "values", (self.points,), "values at the nodes")
         z = jnp.fft.rfft(values) / self.points
         return self._from_complex(z[: self.modes + 1])
 
     def evaluate(self, coefficients, points):
+        c = self._check_coefficients(coefficients)
+        points = check_unit_rows(points, "points")
+        if jnp.ndim(points) != 2 or jnp.shape(points)[1] != 2:
+            expected("points", "unit vectors of shape (n, 2)", points)
         theta = jnp.arctan2(points[:, 1], points[:, 0])
         K = self.modes
         k = jnp.arange(1, K + 1, dtype=theta.dtype)
         phase = theta[:, None] * k[None, :]
-        c = coefficients
         return c[0] + jnp.cos(phase) @ c[1 : K + 1] + jnp.sin(phase) @ c[K + 1 :]
 
     # --- the attention kernel -----------------------------------------------------------------
@@ -170,12 +174,12 @@ class CircleGrid(AbstractDensityGrid):
             >>> bool(abs(h[2] - exact) < 1e-15), bool(abs(g[2] - 2 * exact / 3) < 1e-15)
             (True, True)
         """
-        h, g = self._kernel_spectrum(beta)
+        h, g = self._kernel_spectrum(check_grid_beta(beta))
         return h[: self.modes + 1], g[: self.modes + 1]
 
     def check_kernel(self, beta):
         M, K = self.kernel_points, self.modes
-        h, _ = self._kernel_spectrum(beta)
+        h, _ = self._kernel_spectrum(check_grid_beta(beta))
         # The aliasing error of the multipliers is I_{M−K}(β) + …, below the coefficients past
         # (M − K)/2 (they decrease in k).
         alias = jnp.abs(h[(M - K) // 2 :]).max() / h[0]

@@ -22,9 +22,22 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
+import scipy.special
 from jaxtyping import Array, Float
 
-from .._check import as_array, check_finite_scalar, check_int, check_unit_rows, expected
+from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    as_array,
+    check_beta,
+    check_budget,
+    check_finite_scalar,
+    check_int,
+    check_real,
+    check_unit_rows,
+    expected,
+    is_traced,
+)
 
 
 class AbstractDensityGrid(eqx.Module):
@@ -103,12 +116,38 @@ def check_grid(grid) -> AbstractDensityGrid:
     return grid
 
 
-def _check_grid_coefficients(grid, coefficients):
+def check_grid_array(x, name: str, shape: tuple, what: str):
+    """The one check of an array a grid method takes (coefficients, values at the nodes):
+    real (complex refused; lists converted; integers promoted to the default float), of exactly
+    ``shape``, finite when concrete. Traced arrays get the static checks only, so a solver's
+    right-hand side, which calls the grid's methods at every stage, pays nothing (issue 44
+    item 2; docs/conventions.md, "Left to NaN propagation")."""
+    x = as_array(x, name)
+    check_real(x, name)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    if jnp.shape(x) != tuple(shape):
+        expected(name, f"{what} of shape {tuple(shape)}", f"= an array of shape {jnp.shape(x)}")
+    if not is_traced(x):
+        values = np.asarray(x)
+        if not np.all(np.isfinite(values)):
+            index = int(np.argmax(~np.isfinite(values.ravel())))
+            expected(name, f"finite {what}", f"= {values.ravel()[index]} at index {index}")
+    return x
+
+
+def check_grid_beta(beta, name: str = "beta"):
+    """β of a grid's kernel method: a finite real scalar of either sign (concrete; a traced β
+    is the solver's, checked at its entry)."""
+    if is_traced(beta):
+        return beta
+    return check_beta(beta, signed=True, name=name)
+
+
+def check_grid_coefficients(grid, coefficients):
     grid = check_grid(grid)
-    coefficients = as_array(coefficients, "coefficients")
     shape = jnp.shape(grid.degrees())
-    if jnp.shape(coefficients) != shape or not jnp.issubdtype(coefficients.dtype, jnp.floating):
-        expected("coefficients", f"real coefficients of shape {shape} for this grid", coefficients)
+    coefficients = check_grid_array(coefficients, "coefficients", shape, "coefficients")
     return grid, coefficients
 
 
@@ -131,7 +170,7 @@ def evaluate_by_quadrature(grid: AbstractDensityGrid, coefficients, points):
         >>> [round(float(v), 6) for v in mf.evaluate_by_quadrature(grid, c, x)]
         [1.5, 1.0]
     """
-    grid, coefficients = _check_grid_coefficients(grid, coefficients)
+    grid, coefficients = check_grid_coefficients(grid, coefficients)
     points = check_points(grid, points)
     values = grid.to_values(coefficients)
     weighted = grid.quadrature_weights().astype(values.dtype) * values
@@ -161,12 +200,44 @@ def interaction_potential_by_quadrature(grid: AbstractDensityGrid, coefficients,
         >>> bool(jnp.allclose(potential, sp.ive(0, 2.0), atol=1e-6))
         True
     """
-    grid, coefficients = _check_grid_coefficients(grid, coefficients)
+    grid, coefficients = check_grid_coefficients(grid, coefficients)
     beta = check_finite_scalar(beta, "beta")
+    _check_nodes_resolve_kernel(grid, beta)
     values = grid.to_values(coefficients)
     nodes = grid.nodes().astype(values.dtype)
     kernel = jnp.exp(beta * (nodes @ nodes.T) - jnp.abs(beta))
     return kernel @ (grid.quadrature_weights().astype(values.dtype) * values)
+
+
+QUADRATURE_KERNEL_TOL = 1e-6
+"""The largest relative aliasing error of the kernel e^{β⟨x,y⟩} that the quadrature forms accept."""
+
+
+def _check_nodes_resolve_kernel(grid, beta):
+    """Refuse (concrete β) a β whose kernel the nodes cannot integrate: the quadrature is exact
+    to degree q (S¹: m − K for m nodes and K modes; S²: 2·latitudes − N), and the kernel's
+    first aliased coefficient relative to its mean is I_{q+ν}(|β|)/I_ν(|β|), ν = (d − 2)/2
+    (issue 44 item 5: CircleGrid(8) at β = 1e4 was off by a factor 9 without a word)."""
+    if is_traced(beta):
+        return
+    points, modes = getattr(grid, "points", None), getattr(grid, "modes", None)
+    if points is not None and modes is not None:
+        q, nu, nodes = points - modes, 0.0, f"points = {points}"
+    elif getattr(grid, "latitudes", None) is not None:
+        q, nu, nodes = 2 * grid.latitudes - grid.degree, 0.5, f"latitudes = {grid.latitudes}"
+    else:
+        return
+    size = abs(float(beta))
+    ratio = float(scipy.special.ive(q + nu, size) / scipy.special.ive(nu, size))
+    if ratio > QUADRATURE_KERNEL_TOL:
+        expected(
+            "beta",
+            f"a kernel e^(β⟨x, y⟩) that the grid's nodes integrate ({nodes}: its degree-{q} "
+            f"coefficient is {ratio:.2g} of its mean, above {QUADRATURE_KERNEL_TOL:g}); build "
+            "the grid with more nodes (about 17·sqrt(|β|) more) or use the grid's own "
+            "interaction_potential (Funk–Hecke multipliers)",
+            float(beta),
+        )
 
 
 def check_node_count(value, name: str, low: int, why: str) -> int:
@@ -177,6 +248,7 @@ def check_node_count(value, name: str, low: int, why: str) -> int:
     value = check_int(value, name)
     if value < low:
         expected(name, why, value)
+    check_budget(name, value, MAX_ARRAY_ELEMENTS, what="quadrature nodes")
     return value
 
 

@@ -9,10 +9,10 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._check import (
     check_beta,
-    check_int,
     check_key,
     check_measure,
     check_positive_scalar,
+    check_size,
     check_tokens,
     expected,
     is_traced,
@@ -44,7 +44,7 @@ def density_energy(grid: AbstractDensityGrid, coefficients: Array, beta) -> Floa
     Args:
         grid: the grid.
         coefficients: the density's coefficients.
-        beta: β > 0.
+        beta: β ≠ 0, of either sign (negative energy for β < 0).
 
     Example:
         >>> import jax.numpy as jnp, attnflow.meanfield as mf, scipy.special as sp
@@ -54,7 +54,8 @@ def density_energy(grid: AbstractDensityGrid, coefficients: Array, beta) -> Floa
         True
     """
     grid = check_grid(grid)
-    beta = check_beta(beta, positive=True)
+    # β ≠ 0 of either sign, as InteractionEnergy (docs/conventions.md, "Negative β").
+    beta = check_beta(beta, positive=True, signed=True)
     coefficients = _density(grid, coefficients)
     values = grid.to_values(coefficients)
     potential = grid.interaction_potential(coefficients, beta)
@@ -150,8 +151,11 @@ def sample_density(
     """
     key = check_key(key)
     grid = check_grid(grid)
+    # Each round evaluates the density at n proposals (n × the grid's coefficients): first.
+    n = check_size(
+        n, "n", per_unit=grid.size, what="density evaluations per round (n × coefficients)"
+    )
     coefficients = _density(grid, coefficients)
-    n = check_int(n, "n", low=1)
     return _rejection_sample(key, grid, coefficients, n)
 
 

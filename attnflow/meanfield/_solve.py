@@ -27,11 +27,13 @@ from .._check import (
     check_real,
     check_sa_normalization,
     check_save_times,
+    check_static,
     expected,
     is_traced,
+    public_names,
 )
 from .._solve import _check_solution, _check_solve_arguments, _scalar_array
-from ._grid import AbstractDensityGrid
+from ._grid import AbstractDensityGrid, check_grid_coefficients
 
 # ---------------------------------------------------------------------------------------------
 # Diagnostics of a state.
@@ -57,9 +59,14 @@ def spectral_tail(grid: AbstractDensityGrid, coefficients: Array) -> Float[Array
         >>> round(float(mf.spectral_tail(grid, c)), 8)
         0.00070711
     """
-    if not isinstance(grid, AbstractDensityGrid):
-        expected("grid", "an attnflow.meanfield grid (e.g. CircleGrid(modes))", grid)
-    coefficients = as_array(coefficients, "coefficients")  # a list works as its array
+    grid, coefficients = check_grid_coefficients(grid, coefficients)
+    total = _norm2(grid, coefficients)
+    if not is_traced(total) and not float(total) > 0:
+        expected("coefficients", "a non-zero density (its tail is relative to its norm)", "= zero")
+    return _tail(grid, coefficients)
+
+
+def _tail(grid, coefficients):
     L = grid.max_degree()
     top = _norm2(grid, _band(grid, coefficients, 0.75 * L))
     return jnp.sqrt(top / _norm2(grid, coefficients))
@@ -88,7 +95,7 @@ def _unresolved(grid, coefficients, tol):
     values = grid.to_values(coefficients)
     norm = jnp.sqrt(jnp.sum(grid.quadrature_weights().astype(values.dtype) * values * values))
     return (
-        (spectral_tail(grid, coefficients) > tol)
+        (_tail(grid, coefficients) > tol)
         | (jnp.min(values) < -tol * norm)
         | ~(jnp.all(jnp.isfinite(coefficients)))
     )
@@ -247,11 +254,14 @@ def check_density(grid, density, name: str, tol):
     kind = jnp.result_type(density)
     if not jnp.issubdtype(kind, jnp.floating) or jnp.finfo(kind).bits < 32:
         raise ValueError(f"{name}: expected float32 or float64 coefficients, got dtype {kind}")
-    values = grid.to_values(density)
+    if not is_traced(density) and not bool(jnp.all(jnp.isfinite(density))):
+        raise ValueError(f"{name}: expected finite coefficients, got NaN or inf")
+    with public_names({"coefficients": name}):
+        values = grid.to_values(density)
     weights = grid.quadrature_weights().astype(values.dtype)
     mass = jnp.sum(weights * values)
     norm = jnp.sqrt(jnp.sum(weights * values * values))
-    tail = spectral_tail(grid, density)
+    tail = _tail(grid, density)
     finite = jnp.all(jnp.isfinite(density))
     messages = [
         f"{name}: expected finite coefficients, got NaN or inf",
@@ -405,6 +415,7 @@ def solve_density(
         density0 = jnp.asarray(density0, dtype)
     if resolution_tol is None:
         resolution_tol = default_resolution_tol(dtype)
+    check_static(resolution_tol, "resolution_tol", "it sets the resolution event's threshold")
     resolution_tol = float(
         check_positive_scalar(resolution_tol, "resolution_tol", what="tolerance")
     )
@@ -519,7 +530,7 @@ def _solve_core(
     def one(c):
         values = grid.to_values(c)
         weights = grid.quadrature_weights().astype(values.dtype)
-        return jnp.sum(weights * values), jnp.min(values), spectral_tail(grid, c)
+        return jnp.sum(weights * values), jnp.min(values), _tail(grid, c)
 
     mass, min_density, tail = jax.vmap(one)(saved)
     _, final_min, final_tail = one(final)

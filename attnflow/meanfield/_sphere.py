@@ -61,9 +61,21 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._check import check_finite_scalar, check_int, check_sa_normalization
+from .._check import (
+    MAX_ARRAY_ELEMENTS,
+    check_budget,
+    check_finite_scalar,
+    check_int,
+    check_sa_normalization,
+)
 from . import _sphere_legendre as legendre
-from ._grid import AbstractDensityGrid, check_node_count, check_points
+from ._grid import (
+    AbstractDensityGrid,
+    check_grid_array,
+    check_grid_beta,
+    check_node_count,
+    check_points,
+)
 
 # Miller's backward recurrence starts this far above N: the truncation error of s_ℓ at ℓ ≤ N is
 # about exp(−(S² − N²)/|β|) for S ≤ |β| and decays faster past S ≈ |β|, so 300 extra degrees
@@ -166,7 +178,23 @@ class SphereGrid(AbstractDensityGrid):
             f"at least ⌊3N/2⌋ + 1 = {low} Gauss–Legendre latitudes for degree N = "
             f"{self.degree} (alias-free products)"
         )
+        # The Legendre table: (N + 1)² functions at each latitude, refused before any work
+        # (first at the fewest latitudes, so that an absurd degree is named as the cause).
+        check_budget(
+            "degree",
+            (self.degree + 1) ** 2 * low,
+            MAX_ARRAY_ELEMENTS,
+            what="Legendre table entries ((N + 1)² × latitudes)",
+            factors={"degree": self.degree, "latitudes": low},
+        )
         self.latitudes = check_node_count(latitudes, "latitudes", low, why)
+        check_budget(
+            "latitudes",
+            (self.degree + 1) ** 2 * self.latitudes,
+            MAX_ARRAY_ELEMENTS,
+            what="Legendre table entries ((N + 1)² × latitudes)",
+            factors={"degree": self.degree, "latitudes": self.latitudes},
+        )
         self.dimension = 3
 
     # --- layout --------------------------------------------------------------------------------
@@ -195,12 +223,9 @@ class SphereGrid(AbstractDensityGrid):
             return jnp.result_type(array)
         return jnp.result_type(float)
 
-    def _check_coefficients(self, c):
-        if jnp.shape(c) != (self.size,):
-            raise ValueError(
-                f"coefficients: expected shape ({self.size},) = ((N + 1)²,) for degree "
-                f"N = {self.degree}, got {jnp.shape(c)}"
-            )
+    def _check_coefficients(self, c, name: str = "coefficients"):
+        what = f"coefficients ((N + 1)² for degree N = {self.degree})"
+        return check_grid_array(c, name, (self.size,), what)
 
     def nodes(self) -> Float[Array, "m 3"]:
         x, _, phi = self._grid()
@@ -261,11 +286,13 @@ class SphereGrid(AbstractDensityGrid):
         )
 
     def to_values(self, coefficients):
-        self._check_coefficients(coefficients)
+        coefficients = self._check_coefficients(coefficients)
         c = jnp.asarray(coefficients, self._dtype(coefficients))
         return self._synthesize(c, "value")
 
     def from_values(self, values):
+        m = self.latitudes * self.longitudes
+        values = check_grid_array(values, "values", (m,), "values at the nodes")
         values = jnp.asarray(values, self._dtype(values))
         weighted = self.quadrature_weights().astype(values.dtype) * values
         example = jax.ShapeDtypeStruct((self.size,), values.dtype)
@@ -286,7 +313,7 @@ class SphereGrid(AbstractDensityGrid):
             >>> float(jnp.abs(g - 3**0.5 * (e_z - x[:, 2:] * x)).max()) < 1e-13
             True
         """
-        self._check_coefficients(coefficients)
+        coefficients = self._check_coefficients(coefficients)
         return self._gradient(jnp.asarray(coefficients, self._dtype(coefficients)))
 
     def divergence(self, flux):
@@ -315,7 +342,7 @@ class SphereGrid(AbstractDensityGrid):
             >>> [round(float(v), 6) for v in grid.evaluate(c, x)]
             [1.866025, 1.0]
         """
-        self._check_coefficients(coefficients)
+        coefficients = self._check_coefficients(coefficients)
         c = jnp.asarray(coefficients, self._dtype(coefficients))
         points = check_points(self, points)
         return _evaluate_points(c, self.degree + 1, points.astype(c.dtype))
@@ -337,11 +364,11 @@ class SphereGrid(AbstractDensityGrid):
             True
         """
         ell = _tables(self.degree, self.latitudes)[-1]
-        lam, mu = funk_hecke_multipliers(beta, self.degree)
+        lam, mu = funk_hecke_multipliers(check_grid_beta(beta), self.degree)
         return lam[ell], mu[ell]
 
     def interaction_potential(self, coefficients, beta):
-        self._check_coefficients(coefficients)
+        coefficients = self._check_coefficients(coefficients)
         lam, _ = self.kernel_multipliers(beta)
         c = jnp.asarray(coefficients, self._dtype(coefficients))
         return self._synthesize(c * lam.astype(c.dtype), "value")
@@ -349,7 +376,7 @@ class SphereGrid(AbstractDensityGrid):
     def velocity(self, coefficients, beta, normalization):
         normalization = check_sa_normalization(normalization)
         beta = check_finite_scalar(beta, "beta")
-        self._check_coefficients(coefficients)
+        coefficients = self._check_coefficients(coefficients)
         c = jnp.asarray(coefficients, self._dtype(coefficients))
         lam, mu = self.kernel_multipliers(beta)
         drift = self._gradient(c * mu.astype(c.dtype))

@@ -179,6 +179,23 @@ def pairing_phase(
     else:
         time_scale = np.exp(beta * (1 - np.cos(theta0))) / (a_i / a_j + a_j / a_i)
     predicted = time_scale / (beta * np.sin(theta0) ** 2)
+    if np.pi - theta0 <= np.sqrt(np.finfo(dtype).eps):  # antipodal to the dtype's accuracy
+        # The closest pair antipodal: an equilibrium of the pair (sin θ₀ = 0), no merge to
+        # predict; refused at once rather than after a solve to an infinite horizon.
+        expected(
+            "centers",
+            "a closest pair that is not antipodal (an equilibrium)",
+            f"= θ₀ = {theta0!r} (π to {np.sqrt(np.finfo(dtype).eps):.1g})",
+        )
+    if not (np.isfinite(predicted) and predicted > 0):
+        # e^{−β cos θ₀} or e^{β(1 − cos θ₀)} past float64 (issue 44 item 5: β = 1e4 predicted
+        # a merge at t = 0.0).
+        expected(
+            "beta",
+            "a β whose predicted merge time T_pair is a positive float64 (e^{±β(·)} within "
+            "[1e-308, 1e308])",
+            f"= {beta:g}, T_pair = {predicted:.3g}",
+        )
 
     event = diffrax.Event(
         _PairMerged(i, j, merge_angle), optx.Newton(rtol=1e-12, atol=1e-14), direction=False

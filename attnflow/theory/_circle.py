@@ -8,11 +8,18 @@ import math
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_beta, check_real_values, check_size, real_arguments
+from .._check import (
+    check_beta,
+    check_real_values,
+    check_size,
+    model_parameters_keyword_only,
+    real_arguments,
+)
 
 
+@model_parameters_keyword_only("tau", "beta", "d")
 @real_arguments(tau=None)
-def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[Array, "*shape"]:
+def hessian_kernel(tau: Float[ArrayLike, "*shape"], *, beta, d: int = 2) -> Float[Array, "*shape"]:
     """g(τ) = e^{β cos τ} ((d − 1) cos τ − β sin² τ): App. B (d = 2, Fig. 6) and (B.3).
 
     For d = 2 the torus Hessian of (7.4) is built from it
@@ -22,7 +29,7 @@ def hessian_kernel(tau: Float[ArrayLike, "*shape"], beta, d: int = 2) -> Float[A
 
     Example:
         >>> import attnflow as af
-        >>> round(float(af.theory.hessian_kernel(0.0, 2.0)), 6)  # e^β
+        >>> round(float(af.theory.hessian_kernel(0.0, beta=2.0)), 6)  # e^β
         7.389056
     """
     beta = check_beta(beta, signed=True)

@@ -19,9 +19,12 @@ from jaxtyping import Array, ArrayLike, Float
 from .._check import (
     check_budget,
     check_delta,
+    check_formula_count,
     check_real_values,
     check_sa_normalization,
+    expected,
     is_traced,
+    model_parameters_keyword_only,
 )
 
 _EULER_GAMMA = 0.57721566490153286061
@@ -30,7 +33,7 @@ _EULER_GAMMA = 0.57721566490153286061
 def _check_n(n, minimum=2):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
         raise ValueError(f"n: expected an integer number of tokens >= {minimum}, got {n!r}")
-    return int(n)
+    return check_formula_count(n, "n", low=minimum, what="a number of tokens")
 
 
 def _check_delta(delta):
@@ -233,10 +236,12 @@ def _orthogonal_inner_product(t, beta, n, normalization):
 _orthogonal_inner_product_jit = jax.jit(_orthogonal_inner_product, static_argnums=3)
 
 
+@model_parameters_keyword_only("t", "n", "beta", "normalization")
 def orthogonal_inner_product(
     t: ArrayLike,
-    n: int,
+    *,
     beta: ArrayLike,
+    n: int,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""γ_β(t) = ⟨x_i(t), x_j(t)⟩ (i ≠ j) for pairwise-orthogonal initial tokens, Thm 6.8.
@@ -253,8 +258,9 @@ def orthogonal_inner_product(
 
     Args:
         t: times ≥ 0; broadcast against ``beta``.
-        n: number of tokens (≥ 2; orthogonality needs d ≥ n, but γ does not depend on d).
-        beta: β ≥ 0.
+        beta: β ≥ 0 (keyword-only).
+        n: number of tokens (≥ 2; keyword-only; orthogonality needs d ≥ n, but γ does not
+            depend on d).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Returns:
@@ -262,7 +268,7 @@ def orthogonal_inner_product(
 
     Example:
         >>> import jax.numpy as jnp, attnflow.theory as th
-        >>> g = th.orthogonal_inner_product(jnp.array([0.0, 1.0, 20.0]), 8, 2.0)
+        >>> g = th.orthogonal_inner_product(jnp.array([0.0, 1.0, 20.0]), beta=2.0, n=8)
         >>> [round(float(v), 4) for v in g]
         [0.0, 0.2307, 1.0]
     """
@@ -272,7 +278,8 @@ def orthogonal_inner_product(
     return _orthogonal_inner_product_jit(t, beta, jnp.asarray(n, dtype), normalization)
 
 
-def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape"]:
+@model_parameters_keyword_only("t", "n")
+def orthogonal_inner_product_beta0(t: ArrayLike, *, n: int) -> Float[Array, "*shape"]:
     r"""γ_0(t) = (e^{2t} − 1)/(e^{2t} + n − 1): Thm 6.8 at β = 0, where SA and USA coincide
     (γ' = (2/n)(1−γ)(1+(n−1)γ), docs/maths.md §4). For n = 2 it is tanh t.
 
@@ -280,7 +287,7 @@ def orthogonal_inner_product_beta0(t: ArrayLike, n: int) -> Float[Array, "*shape
 
     Example:
         >>> import math, attnflow.theory as th
-        >>> abs(float(th.orthogonal_inner_product_beta0(0.7, 2)) - math.tanh(0.7)) < 1e-15
+        >>> abs(float(th.orthogonal_inner_product_beta0(0.7, n=2)) - math.tanh(0.7)) < 1e-15
         True
     """
     n = _check_n(n)
@@ -399,8 +406,10 @@ def cone_collapse_rate(
     return jnp.exp(-power * beta) / (4 * n)
 
 
+@model_parameters_keyword_only("t", "beta", "n", "t0", "normalization")
 def cone_collapse_bound(
     t: ArrayLike,
+    *,
     beta: ArrayLike,
     n: int,
     t0: ArrayLike = 0.0,
@@ -415,7 +424,7 @@ def cone_collapse_bound(
 
     Example:
         >>> import attnflow.theory as th
-        >>> float(th.cone_collapse_bound(0.0, 3.0, 8))
+        >>> float(th.cone_collapse_bound(0.0, beta=3.0, n=8))
         0.5
     """
     n = _check_n(n, minimum=1)
@@ -423,4 +432,7 @@ def cone_collapse_bound(
     beta = _check_nonnegative(beta, "beta")
     t = _float_array(t, "t")
     _float_array(t0, "t0")  # checked; a Python number stays weakly typed
+    if not is_traced(t) and not is_traced(t0) and bool(jnp.any(t < t0)):
+        # The bound holds for t ≥ t₀ only (issue 44 item 7: one time policy, docs/conventions.md)
+        expected("t", f"times t >= t0 = {float(jnp.min(jnp.asarray(t0))):g}", float(jnp.min(t)))
     return 0.5 * jnp.exp(-(t - t0) * jnp.exp(-power * beta) / (2 * n))

@@ -28,7 +28,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._check import check_delta, check_sa_normalization, expected, is_traced
+from .._check import (
+    check_delta,
+    check_sa_normalization,
+    check_static,
+    expected,
+    is_traced,
+    model_parameters_keyword_only,
+)
 from ._clustering import (
     _EULER_GAMMA,
     _bisect,
@@ -94,10 +101,12 @@ def _time(beta, n, a, delta, normalization):
 _time_jit = jax.jit(_time, static_argnums=4)
 
 
+@model_parameters_keyword_only("beta", "n", "rho0", "delta", "normalization")
 def equiangular_time(
+    rho0: ArrayLike,
+    *,
     beta: ArrayLike,
     n: int,
-    rho0: ArrayLike,
     delta: float = 1e-3,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
@@ -118,9 +127,9 @@ def equiangular_time(
     T = 2.00e15 (rescaled by e^{−β(1−ρ₀)}: 0.00848).
 
     Args:
-        beta: β ≥ 0, any shape; broadcast against ``rho0``.
-        n: number of tokens (≥ 2).
-        rho0: initial inner product in (−1/(n−1), 1).
+        rho0: initial inner product in (−1/(n−1), 1), any shape.
+        beta: β ≥ 0 (keyword-only); broadcast against ``rho0``.
+        n: number of tokens (≥ 2; keyword-only).
         delta: the threshold δ of ⟨x_i, x_j⟩ ≥ 1 − δ, 0 < δ < 2. The time is 0 where
             ρ₀ ≥ 1 − δ already.
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
@@ -130,14 +139,15 @@ def equiangular_time(
 
     Example:
         >>> import math, attnflow.theory as th
-        >>> t = th.equiangular_time(0.0, 4, 0.5, 1e-2)  # β = 0: ½ ln[(1−a)(1+3b)/((1−b)(1+3a))]
+        >>> # β = 0: ½ ln[(1−a)(1+3b)/((1−b)(1+3a))]
+        >>> t = th.equiangular_time(0.5, beta=0.0, n=4, delta=1e-2)
         >>> abs(float(t) - 0.5 * math.log(0.5 * 3.97 / (0.01 * 2.5))) < 1e-14
         True
-        >>> round(float(th.equiangular_time(80.0, 2, 0.5) * math.exp(-40.0)), 5)
+        >>> round(float(th.equiangular_time(0.5, beta=80.0, n=2) * math.exp(-40.0)), 5)
         0.00848
     """
     n = _check_n(n)
-    delta = float(check_delta(delta))
+    delta = float(check_delta(check_static(delta, "delta", "the threshold 1 − δ is an end point")))
     check_sa_normalization(normalization)
     beta = _check_nonnegative(beta, "beta")
     rho0 = _check_rho0(rho0, n)
@@ -167,11 +177,13 @@ def _inner_product(t, beta, n, a, normalization):
 _inner_product_jit = jax.jit(_inner_product, static_argnums=4)
 
 
+@model_parameters_keyword_only("t", "n", "beta", "rho0", "normalization")
 def equiangular_inner_product(
     t: ArrayLike,
-    n: int,
-    beta: ArrayLike,
     rho0: ArrayLike,
+    *,
+    beta: ArrayLike,
+    n: int,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> Float[Array, "*shape"]:
     r"""ρ(t) = ⟨x_i(t), x_j(t)⟩ (i ≠ j) for equiangular initial tokens, ⟨x_i(0), x_j(0)⟩ = ρ₀:
@@ -181,7 +193,7 @@ def equiangular_inner_product(
         (USA)  ρ' = (2/n) e^{βρ} (1−ρ)(1+(n−1)ρ),    ρ(0) = ρ₀ ∈ (−1/(n−1), 1).
 
     Permutation symmetry keeps the tokens equiangular, and the ODE is separable: ρ(t) = 1 − δ
-    exactly when t = :func:`equiangular_time` (β, n, ρ₀, δ), inverted here by bisection on
+    exactly when t = :func:`equiangular_time` (ρ₀, β, n, δ), inverted here by bisection on
     −log δ to full precision (no time-stepping error; no time shift from the orthogonal curve,
     which loses everything to rounding at large β). At β = 0,
     ρ(t) = (K − e^{−2t})/(K + (n−1)e^{−2t}) with K = (1+(n−1)ρ₀)/(1−ρ₀). ρ increases to 1 at the
@@ -189,15 +201,16 @@ def equiangular_inner_product(
     built from a Cholesky factor of (1−ρ₀)I + ρ₀11ᵀ to 1e-9.
 
     Args:
-        t: times ≥ 0; broadcast against ``beta`` and ``rho0``.
-        n: number of tokens (≥ 2; the reduction holds in any d ≥ n − 1 that fits the tokens).
-        beta: β ≥ 0.
+        t: times ≥ 0; broadcast against ``rho0`` and ``beta``.
         rho0: initial inner product in (−1/(n−1), 1).
+        beta: β ≥ 0 (keyword-only).
+        n: number of tokens (≥ 2; keyword-only; the reduction holds in any d ≥ n − 1 that fits
+            the tokens).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Example:
         >>> import jax.numpy as jnp, attnflow.theory as th
-        >>> rho = th.equiangular_inner_product(jnp.array([0.0, 1.0, 30.0]), 4, 2.0, 0.3)
+        >>> rho = th.equiangular_inner_product(jnp.array([0.0, 1.0, 30.0]), 0.3, beta=2.0, n=4)
         >>> [round(float(r), 4) for r in rho]
         [0.3, 0.7162, 1.0]
     """
@@ -237,10 +250,12 @@ def _log_constant(beta, n, a, normalization):
     return jnp.where(positive, usa, beta0)
 
 
+@model_parameters_keyword_only("beta", "n", "rho0", "normalization")
 def equiangular_asymptotics(
+    rho0: ArrayLike,
+    *,
     beta: ArrayLike,
     n: int,
-    rho0: ArrayLike,
     normalization: Literal["softmax", "n"] = "softmax",
 ) -> EquiangularAsymptotics:
     r"""The rate λ and constant C of 1 − ρ(t) ~ C e^{−λt} for the equiangular reduction
@@ -261,9 +276,9 @@ def equiangular_asymptotics(
     (the flow waits ~e^{β(1−ρ₀)} before its exponential regime), so the result carries log C.
 
     Args:
-        beta: β ≥ 0; broadcast against ``rho0``.
-        n: number of tokens (≥ 2).
         rho0: initial inner product in (−1/(n−1), 1).
+        beta: β ≥ 0 (keyword-only); broadcast against ``rho0``.
+        n: number of tokens (≥ 2; keyword-only).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Returns:
@@ -271,10 +286,11 @@ def equiangular_asymptotics(
 
     Example:
         >>> import math, attnflow.theory as th
-        >>> a = th.equiangular_asymptotics(0.0, 8, 0.0)
+        >>> a = th.equiangular_asymptotics(0.0, beta=0.0, n=8)
         >>> float(a.rate), round(math.exp(float(a.log_constant)), 12)
         (2.0, 8.0)
-        >>> round(float(th.equiangular_asymptotics(1.0, 8, 0.0, "n").rate), 6)  # 2e
+        >>> usa = th.equiangular_asymptotics(0.0, beta=1.0, n=8, normalization="n")
+        >>> round(float(usa.rate), 6)  # 2e
         5.436564
     """
     n = _check_n(n)

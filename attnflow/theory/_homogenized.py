@@ -14,9 +14,11 @@ from .._check import (
     MAX_GRID_POINTS,
     check_beta,
     check_budget,
+    check_formula_count,
     check_int,
     check_real_values,
     check_size,
+    model_parameters_keyword_only,
 )
 
 
@@ -34,7 +36,8 @@ def _real(x, name, **bounds):
     return np.asarray(check_real_values(x, name, **bounds), dtype=float)
 
 
-def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
+@model_parameters_keyword_only("rho", "beta", "d")
+def homogenized_pair_coefficients(rho, *, beta, d, value_mean=0.0, noise=1.0):
     r"""Drift b(ρ) and squared diffusion σ²(ρ) of ρ = ⟨x_1, x_2⟩ under (H), n = 2, Q = K = I:
 
         b = (1−ρ²)[s²(2pq(d−2) − (p²+q²)ρ)/d + 2μp],   σ² = 2 s² (1−ρ²)² (p²+q²)/d,
@@ -44,7 +47,7 @@ def homogenized_pair_coefficients(rho, beta, d, *, value_mean=0.0, noise=1.0):
 
     Example:
         >>> import attnflow as af
-        >>> b, s2 = af.theory.homogenized_pair_coefficients(0.0, 0.0, 8)
+        >>> b, s2 = af.theory.homogenized_pair_coefficients(0.0, beta=0.0, d=8)
         >>> float(b), float(s2)
         (0.375, 0.125)
     """
@@ -76,7 +79,8 @@ def homogenized_antipodal_rate(beta, d):
         >>> round(float(af.theory.homogenized_antipodal_rate(0.0, 8)), 6)
         0.625
     """
-    w = np.exp(2.0 * _real(beta, "beta"))
+    # β >= 0, as every closed form of the homogenised model (docs/conventions.md, "Domains").
+    w = np.exp(2.0 * _real(beta, "beta", low=0.0))
     d = _check_dimension(d)
     return 2 * (2 * d * w - w * w - 4 * w - 1) / (d * (w + 1) ** 2)
 
@@ -164,7 +168,7 @@ def attention_concentration(beta, n, *, nodes: int = 80, points: int = 4000) -> 
         0.125
     """
     beta = float(check_beta(beta))
-    n = check_size(n, "n", low=1)  # keys
+    n = check_formula_count(n, "n", what="a number of keys")  # a number in the formula only
     nodes = check_int(nodes, "nodes", low=1)
     points = check_int(points, "points", low=2)
     check_budget(

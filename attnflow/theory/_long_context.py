@@ -34,6 +34,7 @@ from .._check import (
     check_size,
     expected,
     is_traced,
+    model_parameters_keyword_only,
 )
 from ._clustering import _check_n, _check_nonnegative, _float_array
 
@@ -71,8 +72,9 @@ def _log_weights(rho, beta, log_n1):
     return log_diag, log_diag + log_w
 
 
+@model_parameters_keyword_only("rho", "n", "beta")
 def equiangular_attention_weights(
-    rho: ArrayLike, n: int, beta: ArrayLike
+    rho: ArrayLike, *, beta: ArrayLike, n: int
 ) -> EquiangularAttentionWeights:
     r"""The attention weights of n equiangular tokens (⟨x_i, x_j⟩ = ρ, i ≠ j), softmax, Q = K = I:
 
@@ -89,12 +91,13 @@ def equiangular_attention_weights(
 
     Args:
         rho: inner product in (−1/(n−1), 1]; broadcast against ``beta``.
-        n: number of tokens (≥ 2).
-        beta: β ≥ 0.
+        beta: β ≥ 0 (keyword-only).
+        n: number of tokens (≥ 2; keyword-only).
 
     Example:
         >>> import attnflow.theory as th
-        >>> a = th.equiangular_attention_weights(0.5, 10**12, th.long_context_beta(2.0, 10**12))
+        >>> n = 10**12
+        >>> a = th.equiangular_attention_weights(0.5, beta=th.long_context_beta(2.0, n), n=n)
         >>> round(float(a.diagonal), 6), round(float(a.off_diagonal) * 10**12, 6)  # κ = 1
         (0.5, 0.5)
     """
@@ -138,8 +141,9 @@ def _layer(rho, beta, n, log_n, log_n1, scale):
     return numerator / denominator, top + jnp.log(denominator)
 
 
+@model_parameters_keyword_only("rho", "n", "beta")
 def pre_ln_equiangular_map(
-    rho: ArrayLike, n: int, beta: ArrayLike, *, step: float | None = None
+    rho: ArrayLike, *, beta: ArrayLike, n: int, step: float | None = None
 ) -> Float[Array, "*shape"]:
     r"""ρ' = ⟨θ_i, θ_j⟩ after one pre-LN attention layer on equiangular tokens (⟨x_i, x_j⟩ = ρ),
     exact at finite n (§6.3 of arXiv:2512.01868; arXiv:2510.05554).
@@ -159,15 +163,15 @@ def pre_ln_equiangular_map(
 
     Args:
         rho: inner product in (−1/(n−1), 1]; broadcast against ``beta``.
-        n: number of tokens (≥ 2), a Python integer (huge values allowed).
-        beta: β ≥ 0.
+        beta: β ≥ 0 (keyword-only).
+        n: number of tokens (≥ 2; keyword-only), a Python integer (huge values allowed).
         step: the residual step h > 0 (the layer's input has unit norm), or None for the
             attention output alone.
 
     Example:
         >>> import attnflow.theory as th
         >>> n = 10**200
-        >>> [round(float(th.pre_ln_equiangular_map(0.5, n, th.long_context_beta(g, n))), 6)
+        >>> [round(float(th.pre_ln_equiangular_map(0.5, beta=th.long_context_beta(g, n), n=n)), 6)
         ...  for g in (1.0, 2.0, 3.0)]  # below, at, above γ = 1/(1−ρ) = 2: 1, 4ρ/(1+3ρ), ρ
         [1.0, 0.8, 0.5]
     """
@@ -215,12 +219,13 @@ _plain_layers_jit = jax.jit(_plain_layers, static_argnums=5)
 _residual_layers_jit = jax.jit(_residual_layers, static_argnums=6)
 
 
+@model_parameters_keyword_only("rho0", "n", "beta", "num_layers")
 def pre_ln_equiangular_layers(
     rho0: float,
-    n: int,
-    beta: float,
     num_layers: int,
     *,
+    beta: float,
+    n: int,
     step: float | None = None,
 ) -> PreLNEquiangularLayers:
     r"""L pre-LN attention layers on equiangular tokens, exact at finite n: the iterate of
@@ -241,9 +246,9 @@ def pre_ln_equiangular_layers(
 
     Args:
         rho0: initial inner product in (−1/(n−1), 1] (a scalar).
-        n: number of tokens (≥ 2).
-        beta: β ≥ 0 (a scalar), e.g. :func:`long_context_beta` (γ, n).
         num_layers: L ≥ 0.
+        beta: β ≥ 0 (a scalar; keyword-only), e.g. :func:`long_context_beta` (γ, n).
+        n: number of tokens (≥ 2; keyword-only).
         step: residual step h > 0, or None for the attention output alone.
 
     Returns:
@@ -252,7 +257,7 @@ def pre_ln_equiangular_layers(
     Example:
         >>> import attnflow.theory as th
         >>> n = 10**100
-        >>> out = th.pre_ln_equiangular_layers(0.3, n, th.long_context_beta(2.0, n), 3)
+        >>> out = th.pre_ln_equiangular_layers(0.3, 3, beta=th.long_context_beta(2.0, n), n=n)
         >>> [round(float(r), 6) for r in out.inner_products]  # ρ₀ < 1 − 1/γ = 0.5: frozen
         [0.3, 0.3, 0.3, 0.3]
     """
@@ -277,8 +282,9 @@ def pre_ln_equiangular_layers(
     return PreLNEquiangularLayers(inner_products=jnp.concatenate([rho0[None], rhos]), radii=radii)
 
 
+@model_parameters_keyword_only("rho", "gamma")
 def long_context_limit(
-    rho: ArrayLike, gamma: ArrayLike, *, step: float | None = None
+    rho: ArrayLike, *, gamma: ArrayLike, step: float | None = None
 ) -> Float[Array, "*shape"]:
     r"""The n → ∞ limit of :func:`pre_ln_equiangular_map` at β = γ log n (Thm 7 of
     arXiv:2512.01868; arXiv:2510.05554), for 0 < ρ < 1 and κ = γ(1 − ρ):
@@ -292,12 +298,12 @@ def long_context_limit(
 
     Args:
         rho: inner product in (0, 1); broadcast against ``gamma``.
-        gamma: γ ≥ 0.
+        gamma: γ ≥ 0 (keyword-only).
         step: residual step h > 0, or None for the attention output alone.
 
     Example:
         >>> import attnflow.theory as th
-        >>> [float(th.long_context_limit(0.5, g)) for g in (1.0, 2.0, 3.0)]
+        >>> [float(th.long_context_limit(0.5, gamma=g)) for g in (1.0, 2.0, 3.0)]
         [1.0, 0.8, 0.5]
     """
     rho = _float_array(rho, "rho", low=0.0, high=1.0)

@@ -107,6 +107,11 @@ def normalized_equiangular_rhs(
         r = check_real_values(r, "r")
         if not bool(jnp.all(r > 0)):
             expected("r", "radii r > 0", r)
+        if scheme == "sqrt-scaling" and not is_traced(offset):
+            # The layer index t + offset of 1/√(t + offset) must be > 0 (issue 44 item 3).
+            low = float(jnp.min(jnp.asarray(t)))
+            if not low + float(offset) > 0:
+                expected("t", f"times with t + offset > 0 (offset = {float(offset):g})", low)
     t, rho, r = jnp.asarray(t), jnp.asarray(rho), jnp.asarray(r)
     if scheme == "residual":
         post, c, _ = _equiangular_attention(rho, beta * r**2, n)

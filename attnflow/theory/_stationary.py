@@ -45,7 +45,15 @@ import numpy as np
 import scipy.special
 from jaxtyping import Array, ArrayLike, Bool, Float
 
-from .._check import check_int, check_real_values, check_sa_normalization
+from .._check import (
+    MAX_PYTHON_LOOP,
+    check_budget,
+    check_real_values,
+    check_sa_normalization,
+    check_size,
+    expected,
+    model_parameters_keyword_only,
+)
 
 NODES = 64
 """Gauss–Jacobi nodes in u = ⟨x, e⟩ (κ(r) converged to ~1e-12 for r ≤ 0.995, β ≤ 10)."""
@@ -104,7 +112,8 @@ def _check_model(beta, d, normalization):
     beta = check_real_values(beta, "beta", low=0)
     if beta.ndim != 0:
         raise ValueError(f"beta: expected a scalar β >= 0, got shape {beta.shape}")
-    d = check_int(d, "d", low=2)
+    # The Bessel orders up to d/2 are stepped one by one (a Python loop): bounded before any work.
+    d = check_size(d, "d", low=2, limit=2 * MAX_PYTHON_LOOP, what="dimensions (d/2 Bessel orders)")
     check_sa_normalization(normalization)
     return jnp.asarray(beta, float), d
 
@@ -260,6 +269,7 @@ class StationaryState(eqx.Module):
 
     def potential(self, u: Float[ArrayLike, " m"]) -> Float[Array, " m"]:
         """ψ[ρ](u) (up to an additive constant common to all u), u = ⟨x, e⟩ ∈ [−1, 1]."""
+        u = check_real_values(u, "u", low=-1.0, high=1.0)  # u = ⟨x, e⟩: outside [−1, 1] no point
         u = jnp.atleast_1d(jnp.asarray(u, self.nodes.dtype))
         K = _kernel(self.beta, u, self.nodes, self.d)
         return _potential(
@@ -360,11 +370,17 @@ def _order_parameter(kappa, beta, d, normalization, curve, critical):
 
 
 def _check_kappas(kappas):
-    return jnp.asarray(check_real_values(kappas, "kappa", low=0), float)
+    kappas = jnp.asarray(check_real_values(kappas, "kappa", low=0), float)
+    if kappas.size == 0:
+        expected("kappa", "at least one κ", "= an empty array")
+    # One solve per κ (a Python loop): refused before any work past the loop budget.
+    check_budget("kappa", kappas.size, MAX_PYTHON_LOOP, what="κ values (one solve each)")
+    return kappas
 
 
+@model_parameters_keyword_only("kappa", "beta", "d")
 def stationary_order_parameter(
-    kappa, beta=0.0, d: int = 2, *, normalization: Literal["softmax", "n"] = "softmax"
+    kappa, *, beta=0.0, d: int = 2, normalization: Literal["softmax", "n"] = "softmax"
 ) -> Float[Array, "*shape"]:
     r"""r*(κ): the order parameter r = |∫ x dρ| of the non-uniform stationary state of the noisy
     flow (noise √(2/κ) dW, Q = K = V = I), 0 where only the uniform state exists.
@@ -379,8 +395,8 @@ def stationary_order_parameter(
 
     Args:
         kappa: κ ≥ 0, a scalar or an array (broadcast).
-        beta: β ≥ 0.
-        d: the sphere S^{d−1}.
+        beta: β ≥ 0 (keyword-only).
+        d: the sphere S^{d−1} (keyword-only).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Example:
@@ -438,8 +454,9 @@ class StationaryBranches(eqx.Module):
     subcritical: Bool[Array, ""]
 
 
+@model_parameters_keyword_only("kappas", "beta", "d")
 def stationary_branches(
-    kappas, beta=0.0, d: int = 2, *, normalization: Literal["softmax", "n"] = "softmax"
+    kappas, *, beta=0.0, d: int = 2, normalization: Literal["softmax", "n"] = "softmax"
 ) -> StationaryBranches:
     r"""Branches of stationary states over a κ grid (see :class:`StationaryBranches`).
 
@@ -450,13 +467,13 @@ def stationary_branches(
 
     Args:
         kappas: 1-d grid of κ ≥ 0.
-        beta: β ≥ 0.
-        d: the sphere S^{d−1}.
+        beta: β ≥ 0 (keyword-only).
+        d: the sphere S^{d−1} (keyword-only).
         normalization: ``"softmax"`` (SA) or ``"n"`` (USA).
 
     Example:
         >>> from attnflow import theory
-        >>> b = theory.stationary_branches([1.0, 3.0], 3.0, 2, normalization="n")
+        >>> b = theory.stationary_branches([1.0, 3.0], beta=3.0, d=2, normalization="n")
         >>> bool(b.subcritical), round(float(b.kappa_critical), 4)  # first order at β = 3
         (True, 0.7588)
         >>> [round(float(r), 4) for r in b.order_parameter]
@@ -479,13 +496,14 @@ def stationary_branches(
     )
 
 
+@model_parameters_keyword_only("kappa", "beta", "d")
 def stationary_state(
-    kappa, beta=0.0, d: int = 2, *, normalization: Literal["softmax", "n"] = "softmax"
+    kappa, *, beta=0.0, d: int = 2, normalization: Literal["softmax", "n"] = "softmax"
 ) -> StationaryState:
-    r"""The stationary state with order parameter :func:`stationary_order_parameter` (κ, β, d):
-    its density on the grid and, through :meth:`StationaryState.potential`, the potential ψ[ρ]
-    at any u, e.g. to check ρ = e^{κψ[ρ]}/Z by an independent quadrature. The uniform state
-    (f = 1) where r* = 0; NaN past the resolved range (r > 0.995, β > 0).
+    r"""The stationary state with order parameter :func:`stationary_order_parameter`
+    (κ, beta=β, d=d): its density on the grid and, through :meth:`StationaryState.potential`,
+    the potential ψ[ρ] at any u, e.g. to check ρ = e^{κψ[ρ]}/Z by an independent quadrature.
+    The uniform state (f = 1) where r* = 0; NaN past the resolved range (r > 0.995, β > 0).
 
     Example:
         >>> import jax.numpy as jnp
@@ -498,7 +516,7 @@ def stationary_state(
     kappa = _check_kappas(kappa)
     if kappa.ndim != 0:
         raise ValueError(f"kappa: expected a scalar κ >= 0, got shape {kappa.shape}")
-    r = stationary_order_parameter(kappa, beta, d, normalization=normalization)
+    r = stationary_order_parameter(kappa, beta=beta, d=d, normalization=normalization)
     beta, d = _check_model(beta, d, normalization)
     state = _state(kappa, jnp.nan_to_num(r, nan=R_MAX), beta, d, normalization)
     # past the resolved range: NaN, not the state at r = R_MAX
