@@ -16,14 +16,14 @@ in the slots where some pair changes status during the step (:mod:`._integrate`)
 Three state forms (:class:`._form.AbstractStateForm`, each with a ``rate`` and a ``clustered``
 test), chosen automatically by the driver (:mod:`._driver`):
 
-- V = I, Q = K = I: the log-distances L_ij = log D_ij of the distance matrix
-  D = 1 − G = (|x_i − x_j|²/2)_ij (n × n), whose flow is closed (:mod:`._log_distance`,
-  :mod:`._distance`; its overflow-safe row shift for β < 0 is compiled only for a grid with a
-  negative β, being 0 for β ≥ 0). For uniform tokens D is sampled from the Bartlett factor of
-  an n × d Gaussian matrix (:mod:`._bartlett`), so the cost does not depend on d. Used for
-  every d ≥ 3 (D itself when δ is too close to the rounding level for logarithms, below about 2e-4 in
-  float32); on the circle (d = 2), where the n × n form drifts off the rank-2 Gram matrices,
-  the plain coordinates are used instead.
+- V = I, Q = K = I: the log-distances L_ij = log D_ij of the distance matrix D = 1 − G = (|x_i
+  − x_j|²/2)_ij (n × n), whose flow is closed (:mod:`._log_distance`, :mod:`._distance`; its
+  overflow-safe row shift for β < 0 is compiled only for a grid with a negative β, being 0 for
+  β ≥ 0). For uniform tokens D is sampled from the Bartlett factor of an n × d Gaussian matrix
+  (:mod:`._bartlett`), so the cost does not depend on d. Used for every d ≥ 3 (D itself when δ
+  is too close to the rounding level for logarithms, below about 2e-4 in float32); on the
+  circle (d = 2), where the n × n form drifts off the rank-2 Gram matrices, the plain
+  coordinates are used instead.
 - V = I, any Q, K: coordinates in an orthonormal basis of span{x_j(0)} (dimension min(n, d)),
   with the bilinear form compressed to Uᵀ(QᵀK)U; exact, because ẋ_i ∈ span{x_j}
   (:mod:`._coordinates`).
