@@ -25,4 +25,5 @@ FIGURES: dict[str, str] = {
     "phase-families": "attnflow.figures.phase_families",
     "normalization": "attnflow.figures.normalization",
     "meanfield": "attnflow.figures.meanfield",
+    "noisy-phase": "attnflow.figures.noisy_phase",
 }

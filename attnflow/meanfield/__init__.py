@@ -2,11 +2,16 @@
 differentiable continuity-equation solver returning a ``DensitySolution``, and bridges to
 particles."""
 
+from ._bumps import count_bumps as count_bumps
 from ._circle import CircleGrid as CircleGrid
 from ._grid import (
     AbstractDensityGrid as AbstractDensityGrid,
     evaluate_by_quadrature as evaluate_by_quadrature,
     interaction_potential_by_quadrature as interaction_potential_by_quadrature,
+)
+from ._noisy_phase import (
+    NoisyPhaseDiagram as NoisyPhaseDiagram,
+    noisy_phase_diagram as noisy_phase_diagram,
 )
 from ._particles import (
     density_energy as density_energy,

@@ -1,0 +1,176 @@
+"""The noisy phase diagram (issue 42; survey arXiv:2512.01868 §7): meanfield.count_bumps and
+meanfield.noisy_phase_diagram against independent values — scipy's Bessel functions for κ_c,
+the self-consistency branches of attnflow.theory for the stationary r on both branches and the
+ends of the hysteresis window, and a solve_sde run of n = 1000 particles within its 1/√n."""
+
+import math
+
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from scipy.special import iv
+
+import attnflow as af
+import attnflow.meanfield as mf
+from attnflow.meanfield._noisy_phase import tricritical_point
+
+# One β row with a continuous transition (β = 1) and one with a first-order one (β = 4, USA on
+# S¹: κ_sn/κ_c = 0.944); the ratios avoid both ends of the window by > 2%.
+BETAS = [1.0, 4.0]
+RATIOS = [0.8, 0.92, 0.97, 1.1, 1.3]
+
+
+@pytest.fixture(scope="module")
+def diagram():
+    return mf.noisy_phase_diagram(
+        mf.CircleGrid(32), BETAS, RATIOS, normalization="n", horizon=100.0, num_saves=11,
+        resolution_tol=1e-5, tricritical=False,
+    )
+
+
+# --- count_bumps --------------------------------------------------------------------------------
+
+
+def test_count_bumps_circle():
+    grid = mf.CircleGrid(24)
+    theta = grid.angles()
+    for k in (1, 2, 3, 5):
+        rho = grid.from_values(jnp.exp(2.0 * jnp.cos(k * theta)))
+        assert mf.count_bumps(grid, rho) == k
+        # the same from the values at the nodes
+        assert mf.count_bumps(grid, grid.to_values(rho)) == k
+    assert mf.count_bumps(grid, grid.from_values(1 + 0 * theta)) == 0
+    # a decaying perturbation of the uniform state is below `flat`
+    assert mf.count_bumps(grid, grid.from_values(1 + 0.003 * jnp.cos(3 * theta))) == 0
+    assert mf.count_bumps(grid, grid.from_values(1 + 0.003 * jnp.cos(3 * theta)), flat=1e-3) == 3
+    # a big bump and a small one, 5% of the range high: one bump at height 0.1, two at 0.01
+    values = jnp.exp(4 * (jnp.cos(theta) - 1)) + 0.05 * jnp.exp(4 * (jnp.cos(theta - 3.0) - 1))
+    rho = grid.from_values(values)
+    assert mf.count_bumps(grid, rho) == 1
+    assert mf.count_bumps(grid, rho, height=0.01) == 2
+
+
+def test_count_bumps_sphere():
+    grid = mf.SphereGrid(10)
+    x = grid.nodes()
+    for axis in ([0.0, 0.0, 1.0], [0.6, 0.0, 0.8], [1.0, 0.0, 0.0]):  # at a pole, off it
+        rho = grid.from_values(jnp.exp(2.0 * (x @ jnp.asarray(axis) - 1)))
+        assert mf.count_bumps(grid, rho) == 1, axis
+    assert mf.count_bumps(grid, grid.from_values(jnp.exp(2.0 * x[:, 2] ** 2))) == 2  # antipodal
+    assert mf.count_bumps(grid, grid.from_values(jnp.exp(2.0 * x[:, 0] ** 2))) == 2
+    tetra = jnp.array([[1.0, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / math.sqrt(3)
+    rho = grid.from_values(jnp.sum(jnp.exp(4.0 * (x @ tetra.T - 1)), axis=1))
+    assert mf.count_bumps(grid, rho) == 4
+    assert mf.count_bumps(grid, grid.from_values(jnp.ones(x.shape[0]))) == 0
+
+
+def test_count_bumps_bad_input():
+    grid = mf.CircleGrid(8)
+    with pytest.raises(ValueError, match="density: expected the grid's coefficients, shape"):
+        mf.count_bumps(grid, jnp.ones(5))
+    with pytest.raises(ValueError, match="height"):
+        mf.count_bumps(grid, jnp.ones(17), height=0.0)
+    with pytest.raises(ValueError, match="points: only for a CircleGrid"):
+        mf.count_bumps(mf.SphereGrid(4), jnp.ones(25), points=100)
+    with pytest.raises(ValueError, match="grid: expected"):
+        mf.count_bumps("circle", jnp.ones(17))
+
+
+# --- the diagram --------------------------------------------------------------------------------
+
+
+def test_critical_kappa_against_bessel(diagram):
+    beta = np.asarray(BETAS)
+    np.testing.assert_allclose(diagram.kappa_critical, beta / iv(1, beta), rtol=1e-12)
+    np.testing.assert_allclose(diagram.kappas, (beta / iv(1, beta))[:, None] * RATIOS, rtol=1e-12)
+    sa = [float(af.theory.stationary_critical_kappa(b, 2)) for b in BETAS]
+    np.testing.assert_allclose(sa, beta * iv(0, beta) / iv(1, beta), rtol=1e-12)
+
+
+def test_stationary_order_parameter_on_both_branches(diagram):
+    """Where the PDE settled (stationary, resolved), its r is the theory's: 0 on the uniform
+    branch, r* on the upper one, from either start. Tolerance: the grid's resolution tolerance
+    (1e-5 relative) and the solve's (rtol 1e-5) leave r within 1e-4 of the branch."""
+    r = np.asarray(diagram.order_parameter)
+    theory = np.asarray(diagram.theory_order_parameter)
+    assert np.all(diagram.resolved)
+    # only two states are still moving at τ = 100, both from the concentrated start next to a
+    # bifurcation: β = 1 at 0.97κ_c (critical slowing down) and β = 4 at 0.92κ_c (the ghost of
+    # the saddle-node at 0.944κ_c)
+    moving = np.argwhere(~np.asarray(diagram.stationary)).tolist()
+    assert moving == [[1, 0, 2], [1, 1, 1]], moving
+    settled = np.asarray(diagram.stationary)
+    ordered = r > 0.05
+    upper = np.broadcast_to(theory, r.shape)
+    np.testing.assert_allclose(r[settled & ordered], upper[settled & ordered], atol=1e-4)
+    assert np.all(r[settled & ~ordered] < 1e-4)
+    assert np.all(upper[settled & ~ordered] == 0)
+    # both branches are met: the upper one from the uniform start above κ_c ...
+    assert (settled & ordered)[0].sum() == 4
+    # ... and, inside the hysteresis window, from the concentrated start only
+    b, k = BETAS.index(4.0), RATIOS.index(0.97)
+    assert r[0, b, k] < 1e-4 < 0.5 < r[1, b, k]
+    bumps = np.asarray(diagram.bumps)
+    assert np.all(bumps[settled & ordered] == 1) and np.all(bumps[settled & ~ordered] == 0)
+
+
+def test_hysteresis_window_ends(diagram):
+    """The concentrated start orders from the first κ above the saddle-node κ_sn on, the
+    uniform start from the first κ above κ_c: the window [κ_sn, κ_c] to the grid's spacing,
+    empty at β = 1 (continuous) and open at β = 4 (first order)."""
+    onsets = np.asarray(diagram.onsets())
+    kappas = np.asarray(diagram.kappas)
+    for b in range(len(BETAS)):
+        for start, edge in ((0, diagram.kappa_critical[b]), (1, diagram.kappa_saddle_node[b])):
+            first_above = kappas[b][kappas[b] > float(edge)][0]
+            assert onsets[start, b] == first_above, (b, start, onsets, edge)
+    saddle = np.asarray(diagram.kappa_saddle_node / diagram.kappa_critical)
+    assert saddle[0] == 1.0 and 0.92 < saddle[1] < 0.97
+    assert onsets[1, 0] == onsets[0, 0] and onsets[1, 1] < onsets[0, 1]
+
+
+def test_tricritical_point():
+    """The first-order line starts at β_t ≈ 2.45 for USA on S¹ (the value found when the
+    branches were added, issue 42); SA has none up to β = 6."""
+    beta, kappa = tricritical_point(2.4, 2.5, 2, "n", iterations=4)
+    assert abs(beta - 2.45) < 0.01
+    assert kappa == pytest.approx(beta / iv(1, beta), rel=1e-12)
+    assert math.isnan(tricritical_point(0.5, 6.0, 2, "softmax")[0])
+
+
+def test_particles_on_both_sides_of_the_saddle_node(diagram):
+    """n = 1000 particles started concentrated (all at one point), USA on S¹ at β = 4: inside the
+    hysteresis window (κ = 0.97κ_c) they stay on the upper branch, r within 3/√n of the PDE's;
+    below it (κ = 0.92κ_c) they dissolve to the uniform state, r = O(1/√n) (mean √(π/4n))."""
+    n, b = 1000, BETAS.index(4.0)
+    x0 = jnp.tile(jnp.array([1.0, 0.0]), (n, 1))
+    field = af.SelfAttention(4.0, normalization="n")
+    for ratio, start in ((0.97, 1), (0.92, 1)):
+        k = RATIOS.index(ratio)
+        kappa = float(diagram.kappas[b, k])
+        t1 = 30 * kappa  # τ = 30 diffusion times
+        ts = jnp.linspace(t1 / 2, t1, 11)
+        sol = af.solve_sde(
+            field, x0, t1, sigma=1 / kappa, key=jr.key(3), form="ito", brownian="fast",
+            dt=0.005, ts=ts,
+        )
+        r = float(jnp.mean(jnp.linalg.norm(jnp.mean(sol.ys, axis=1), axis=-1)))
+        pde = float(diagram.order_parameter[start, b, k])
+        assert abs(r - pde) < 3 / math.sqrt(n), (ratio, r, pde)
+
+
+def test_bad_arguments():
+    grid = mf.CircleGrid(8)
+    with pytest.raises(ValueError, match="grid: expected"):
+        mf.noisy_phase_diagram("circle", [1.0], [1.0])
+    with pytest.raises(ValueError, match="betas: expected finite values >= 0"):
+        mf.noisy_phase_diagram(grid, [-1.0], [1.0])
+    with pytest.raises(ValueError, match="kappa_ratios: expected κ/κ_c > 0"):
+        mf.noisy_phase_diagram(grid, [1.0], [0.0, 1.0])
+    with pytest.raises(ValueError, match="kappa_ratios: expected a non-empty 1-d grid"):
+        mf.noisy_phase_diagram(grid, [1.0], [[1.0]])
+    with pytest.raises(ValueError, match="normalization"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], normalization="sum")
+    with pytest.raises(ValueError, match="horizon"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], horizon=0.0)
