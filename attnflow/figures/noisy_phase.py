@@ -171,8 +171,15 @@ def plot(data: dict, params: dict):
             bumps = data[f"{name}_bumps"][row]
             moving = ~data[f"{name}_stationary"][row] & data[f"{name}_resolved"][row]
             for b, k in zip(*np.nonzero(bumps > 1), strict=True):
-                ax.text(betas[b], ratios[k], str(bumps[b, k]), color="w", ha="center",
-                        va="center", fontsize=7)
+                ax.text(
+                    betas[b],
+                    ratios[k],
+                    str(bumps[b, k]),
+                    color="w",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                )
             for b, k in zip(*np.nonzero(moving), strict=True):
                 ax.plot(betas[b], ratios[k], ".", color="w", ms=3)
             model = "USA" if normalization == "n" else "SA"

@@ -39,7 +39,9 @@ def _circle_values(grid, coefficients, points):
     K = grid.modes
     theta = 2 * np.pi * np.arange(points) / points
     k = np.arange(1, K + 1)
-    return c[0] + np.cos(np.outer(theta, k)) @ c[1 : K + 1] + np.sin(np.outer(theta, k)) @ c[K + 1 :]
+    return (
+        c[0] + np.cos(np.outer(theta, k)) @ c[1 : K + 1] + np.sin(np.outer(theta, k)) @ c[K + 1 :]
+    )
 
 
 def _circle_maxima(v):
@@ -130,4 +132,3 @@ def count_bumps(
     else:
         peak = _sphere_maxima(v, grid.latitudes, grid.longitudes)
     return int(np.sum(peak & (v - v.min() >= height * spread)))
-

@@ -259,9 +259,9 @@ def noisy_phase_diagram(
     parameter r = |∫ x dρ|, its number of bumps (:func:`count_bumps`), how long it had lasted,
     and the residual ‖∂_τρ‖/‖ρ‖ of the stationary equation (stationary, or only slow). The sweep
     is batched: one compiled program solves a whole column, every β at one κ/κ_c from one start
-    (vmap); the 2K columns run in sequence (``progress`` shows them). With ``theory``: κ_c(β), the saddle-node κ_sn(β)
-    and the upper branch r*(κ) of :func:`attnflow.theory.stationary_branches` at every point, and
-    the tricritical point (bisection of the branch's bend in [min β, max β]).
+    (vmap); the 2K columns run in sequence (``progress`` shows them). With ``theory``: κ_c(β),
+    the saddle-node κ_sn(β) and the upper branch r*(κ) of
+    :func:`attnflow.theory.stationary_branches` at every point, and the tricritical point (bisection of the branch's bend in [min β, max β]).
 
     Args:
         grid: :class:`CircleGrid` (S¹) or :class:`SphereGrid` (S²); its dtype is the default
@@ -300,7 +300,9 @@ def noisy_phase_diagram(
     ratios = np.asarray(check_real_values(kappa_ratios, "kappa_ratios", low=0), float)
     for name, grid_values in (("betas", betas), ("kappa_ratios", ratios)):
         if grid_values.ndim != 1 or grid_values.size == 0:
-            raise ValueError(f"{name}: expected a non-empty 1-d grid, got shape {grid_values.shape}")
+            raise ValueError(
+                f"{name}: expected a non-empty 1-d grid, got shape {grid_values.shape}"
+            )
     if not np.all(ratios > 0):
         raise ValueError(f"kappa_ratios: expected κ/κ_c > 0, got {float(ratios.min()):g}")
     horizon = float(check_positive_scalar(horizon, "horizon", what="diffusion time τ"))

@@ -471,7 +471,9 @@ def density_rate(grid, coefficients, model, normalization: str):
     (1/κ None: no noise): the right-hand side :func:`solve_density` integrates, e.g. for the
     residual of the stationary equation."""
     dtype = jnp.result_type(coefficients)
-    return _Both(*_transport_and_diffusion(grid, model, normalization, dtype))(0.0, coefficients, None)
+    return _Both(*_transport_and_diffusion(grid, model, normalization, dtype))(
+        0.0, coefficients, None
+    )
 
 
 @eqx.filter_jit
