@@ -114,18 +114,20 @@ def test_stationary_order_parameter_on_both_branches(diagram):
     ordered = r > 0.05
     upper = np.broadcast_to(theory, r.shape)
     np.testing.assert_allclose(r[settled & ordered], upper[settled & ordered], atol=1e-4)
-    # the uniform branch: the start's perturbation (r ≤ ε = 1e-2) decays at the linear rate
-    # 1 − κ/κ_c per unit τ (module docstring of _noisy_phase), so r ≤ ε e^{−(1 − κ/κ_c)τ}, down
-    # to the solver's absolute tolerance (atol = 1e-8 on the coefficients)
-    bound = 1e-2 * np.exp(-(1 - np.asarray(RATIOS)) * 100.0) + 1e-7
-    below = np.broadcast_to(bound, r.shape)
+    # the uniform branch: r decays at the linear rate 1 − κ/κ_c per unit τ (module docstring of
+    # _noisy_phase), so r ≤ r₀ e^{−(1 − κ/κ_c)τ} (r₀ ≤ ε = 1e-2 from the near-uniform start,
+    # r₀ < 1 from the concentrated one), down to the solver's absolute tolerance (atol = 1e-8)
+    decay = np.exp(-(1 - np.asarray(RATIOS)) * 100.0)
+    below = np.stack([1e-2 * decay, decay])[:, None, :] + 1e-7
+    below = np.broadcast_to(below, r.shape)
     assert np.all(r[settled & ~ordered] <= below[settled & ~ordered])
-    assert np.all(upper[settled & ~ordered] == 0)
+    # uniform where the theory has an upper branch: only the bistable point (β = 4, 0.97κ_c)
+    assert np.argwhere(settled & ~ordered & (upper > 0)).tolist() == [[0, 1, 2]]
     # both branches are met: the upper one from the uniform start above κ_c ...
     assert (settled & ordered)[0].sum() == 4
     # ... and, inside the hysteresis window, from the concentrated start only
     b, k = BETAS.index(4.0), RATIOS.index(0.97)
-    assert r[0, b, k] < 1e-4 < 0.5 < r[1, b, k]
+    assert r[0, b, k] < 1e-3 < 0.5 < r[1, b, k]
     bumps = np.asarray(diagram.bumps)
     assert np.all(bumps[settled & ordered] == 1) and np.all(bumps[settled & ~ordered] == 0)
 

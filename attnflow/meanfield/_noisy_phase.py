@@ -261,7 +261,8 @@ def noisy_phase_diagram(
     is batched: one compiled program solves a whole column, every β at one κ/κ_c from one start
     (vmap); the 2K columns run in sequence (``progress`` shows them). With ``theory``: κ_c(β),
     the saddle-node κ_sn(β) and the upper branch r*(κ) of
-    :func:`attnflow.theory.stationary_branches` at every point, and the tricritical point (bisection of the branch's bend in [min β, max β]).
+    :func:`attnflow.theory.stationary_branches` at every point, and the tricritical point
+    (bisection of the branch's bend in [min β, max β]).
 
     Args:
         grid: :class:`CircleGrid` (S¹) or :class:`SphereGrid` (S²); its dtype is the default
