@@ -1,6 +1,6 @@
 """attnflow.meanfield: the mean-field limit as a density — spectral grids on S¹ and S², one
-differentiable continuity-equation solver returning a ``DensitySolution``, and bridges to
-particles."""
+differentiable continuity-equation solver returning a ``DensitySolution``, bridges to particles,
+and what is built from its solves (the noisy phase diagram, a result Module; bump counts)."""
 
 from ._bumps import count_bumps as count_bumps
 from ._circle import CircleGrid as CircleGrid
