@@ -342,8 +342,9 @@ def noisy_phase_diagram(
     tolerances = tuple(jnp.asarray(v, dtype) for v in (rtol, atol))
     resolution_tol = float(resolution_tol)
     columns = {}
+    label = f"noisy phase ({'USA' if normalization == 'n' else 'SA'}, S{dimension - 1})"
     with Progress(
-        f"noisy phase ({'USA' if normalization == 'n' else 'SA'}, S{dimension - 1})",
+        label,
         2 * len(ratios),
         "columns",
         enabled=progress,
@@ -381,16 +382,20 @@ def noisy_phase_diagram(
     saddle, r_theory = nan_rows.copy(), np.full(kappas.shape, np.nan)
     tricritical = (math.nan, math.nan)
     if theory:
-        for b, beta in enumerate(betas):
-            branches = stationary_branches(
-                kappas[b], float(beta), dimension, normalization=normalization
-            )
-            saddle[b] = float(branches.kappa_saddle_node)
-            r_theory[b] = np.asarray(branches.order_parameter)
-        if tricritical_wanted and betas.max() > betas.min():
-            tricritical = tricritical_point(
-                float(betas.min()), float(betas.max()), dimension, normalization
-            )
+        rows = len(betas) + int(tricritical_wanted)
+        with Progress(f"{label}: theory", rows, "β rows", enabled=progress) as bar:
+            for b, beta in enumerate(betas):
+                branches = stationary_branches(
+                    kappas[b], float(beta), dimension, normalization=normalization
+                )
+                saddle[b] = float(branches.kappa_saddle_node)
+                r_theory[b] = np.asarray(branches.order_parameter)
+                bar.update(1)
+            if tricritical_wanted and betas.max() > betas.min():
+                tricritical = tricritical_point(
+                    float(betas.min()), float(betas.max()), dimension, normalization
+                )
+            bar.update(int(tricritical_wanted))
     return NoisyPhaseDiagram(
         betas=jnp.asarray(betas),
         kappa_ratios=jnp.asarray(ratios),
