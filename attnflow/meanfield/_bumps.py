@@ -84,9 +84,9 @@ def count_bumps(
     A bump is a local maximum x* of ρ with ρ(x*) − min ρ ≥ ``height``·(max ρ − min ρ); a density
     with (max ρ − min ρ) ≤ ``flat``·∫ρ dσ is uniform to this tolerance and has 0 bumps. The
     local maxima are taken over the nodes of the module docstring (S¹, from coefficients:
-    ``points`` equispaced angles, default 8·(2K + 1); from values, and on S²: the grid's nodes). The ``height`` tolerance discards the
-    ripples of a resolved spectral density between clusters; ``flat`` the residue of a decaying
-    perturbation of the uniform state.
+    ``points`` equispaced angles, default 8·(2K + 1); from values, and on S²: the grid's
+    nodes). The ``height`` tolerance discards the ripples of a resolved spectral density between
+    clusters; ``flat`` the residue of a decaying perturbation of the uniform state.
 
     Args:
         grid: the density's grid.
