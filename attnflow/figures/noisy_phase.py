@@ -34,7 +34,7 @@ PRESETS = {
     "quick": {
         **_COMMON,
         "circle_modes": 32,
-        "sphere_degree": 12,
+        "sphere_degree": 16,
         "betas_circle": [0.0, 2.0, 3.5, 5.0],
         "betas_sphere": [0.0, 1.5, 3.0, 4.5],
         "num_kappas": 6,
@@ -45,7 +45,7 @@ PRESETS = {
     "default": {
         **_COMMON,
         "circle_modes": 48,
-        "sphere_degree": 16,
+        "sphere_degree": 20,
         "betas_circle": np.linspace(0.0, 6.0, 12).tolist(),
         "betas_sphere": np.linspace(0.0, 5.0, 12).tolist(),
         "num_kappas": 24,
@@ -54,7 +54,7 @@ PRESETS = {
     "full": {
         **_COMMON,
         "circle_modes": 64,
-        "sphere_degree": 24,
+        "sphere_degree": 28,
         "betas_circle": np.linspace(0.0, 7.0, 24).tolist(),
         "betas_sphere": np.linspace(0.0, 6.0, 24).tolist(),
         "num_kappas": 48,

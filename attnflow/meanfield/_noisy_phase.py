@@ -39,7 +39,7 @@ from .._progress import Progress
 from ..theory._stationary import stationary_branches, stationary_critical_kappa
 from ._bumps import count_bumps
 from ._circle import CircleGrid
-from ._solve import default_resolution_tol, density_rate, solve_density
+from ._solve import check_density, default_resolution_tol, density_rate, solve_density
 from ._sphere import SphereGrid
 
 KENCARP4_STAGES = 6
@@ -334,6 +334,16 @@ def noisy_phase_diagram(
         key=key,
         dtype=dtype,
     )
+    for name, what, start in zip(
+        ("epsilon", "concentration"), ("near-uniform", "concentrated"), starts, strict=True
+    ):
+        try:
+            check_density(grid, start, f"the {what} start", resolution_tol)
+        except ValueError as error:
+            raise ValueError(
+                f"{name}: the {what} start is not resolved by the grid at resolution_tol = "
+                f"{resolution_tol:g}; use a smaller {name} or a larger grid ({error})"
+            ) from None
     critical = np.asarray(
         [float(stationary_critical_kappa(b, dimension, normalization=normalization)) for b in betas]
     )
