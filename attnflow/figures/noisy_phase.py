@@ -45,7 +45,7 @@ PRESETS = {
     "default": {
         **_COMMON,
         "circle_modes": 48,
-        "sphere_degree": 20,
+        "sphere_degree": 24,
         "betas_circle": np.linspace(0.0, 6.0, 12).tolist(),
         "betas_sphere": np.linspace(0.0, 5.0, 12).tolist(),
         "num_kappas": 24,
@@ -54,7 +54,7 @@ PRESETS = {
     "full": {
         **_COMMON,
         "circle_modes": 64,
-        "sphere_degree": 28,
+        "sphere_degree": 32,
         "betas_circle": np.linspace(0.0, 7.0, 24).tolist(),
         "betas_sphere": np.linspace(0.0, 6.0, 24).tolist(),
         "num_kappas": 48,
