@@ -156,6 +156,7 @@ def test_tricritical_point():
     assert math.isnan(tricritical_point(0.5, 6.0, 2, "softmax")[0])
 
 
+@pytest.mark.slow
 def test_particles_on_both_sides_of_the_saddle_node(diagram):
     """n = 1000 particles sampled from the diagram's concentrated start, USA on S¹ at β = 4:
     inside the hysteresis window (κ = 0.97κ_c) they stay on the upper branch, below it
@@ -193,6 +194,7 @@ def test_particles_on_both_sides_of_the_saddle_node(diagram):
     assert float(diagram.order_parameter[1, b, RATIOS.index(0.97)]) > 0.5
 
 
+@pytest.mark.slow
 def test_sphere_first_order_transition():
     """USA on S² at β = 2.5 (first order there: κ_sn/κ_c = 0.958): κ_c against β/μ₁(β),
     μ₁ = Γ(3/2)(2/β)^{1/2} I_{3/2}(β) (scipy), the stationary r against the theory's branches,
