@@ -239,3 +239,46 @@ def test_bad_arguments():
         mf.noisy_phase_diagram(grid, [1.0], [1.0], normalization="sum")
     with pytest.raises(ValueError, match="horizon"):
         mf.noisy_phase_diagram(grid, [1.0], [1.0], horizon=0.0)
+    with pytest.raises(ValueError, match="bump_height: expected relative height in"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], bump_height=2.0)
+    with pytest.raises(ValueError, match="rtol"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], rtol=-1.0)
+    with pytest.raises(ValueError, match="concentration: the concentrated start is not resolved"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], concentration=40.0)
+
+
+def test_figure_plot_draws_the_four_panels():
+    """The figure's drawing on synthetic data (the compute is the diagram, tested above): eight
+    axes, the unresolved cells masked, the bump counts written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnflow.figures import noisy_phase as fig
+
+    ratios = np.geomspace(0.5, 2.0, 3)
+    data = {"kappa_ratios": ratios}
+    for normalization, d in fig.PANELS:
+        name = fig.panel_name(normalization, d)
+        betas = np.array([0.0, 3.0])
+        r = np.zeros((2, 2, 3))
+        r[:, :, 2], r[1, 1, 1], r[0, 1, 0] = 0.8, 0.6, np.nan
+        bumps = np.where(np.isnan(r), -1, (r > 0.05).astype(int))
+        bumps[0, 0, 2] = 2
+        data |= {
+            f"{name}_betas": betas,
+            f"{name}_order_parameter": r,
+            f"{name}_kappa_critical": np.ones(2),
+            f"{name}_kappa_saddle_node": np.array([1.0, 0.9]),
+            f"{name}_tricritical_beta": np.array(2.45 if normalization == "n" else np.nan),
+            f"{name}_bumps": bumps,
+            f"{name}_stationary": ~np.isnan(r),
+            f"{name}_resolved": ~np.isnan(r),
+        }
+    figure = fig.plot(data, {"horizon": 100.0})
+    assert len(figure.axes) == 9  # 8 panels and the colour bar
+    texts = [t.get_text() for ax in figure.axes[:8] for t in ax.texts]
+    assert texts.count("2") == 4
+    assert "tricritical β ≈ 2.45" in figure.axes[1].get_title()
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)

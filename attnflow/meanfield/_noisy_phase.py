@@ -31,6 +31,7 @@ from .._check import (
     check_int,
     check_key,
     check_positive_scalar,
+    check_range,
     check_real_values,
     check_sa_normalization,
     expected,
@@ -316,7 +317,11 @@ def noisy_phase_diagram(
     theory = check_bool(theory, "theory")
     tricritical_wanted = check_bool(tricritical, "tricritical")
     progress = check_bool(progress, "progress")
+    # every tolerance before the sweep, not after its minutes
+    bump_height = float(check_range(bump_height, "bump_height", 0.0, 1.0, what="relative height"))
     for name, value in (
+        ("rtol", rtol),
+        ("atol", atol),
         ("bump_flat", bump_flat),
         ("settle_tol", settle_tol),
         ("stationary_tol", stationary_tol),
@@ -325,6 +330,7 @@ def noisy_phase_diagram(
     dtype = jnp.result_type(float)
     if resolution_tol is None:
         resolution_tol = default_resolution_tol(dtype)
+    check_positive_scalar(resolution_tol, "resolution_tol", what="tolerance")
 
     starts = initial_densities(
         grid,
