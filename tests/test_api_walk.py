@@ -264,6 +264,9 @@ RECIPES = {
     # meanfield: the uniform density on a small grid (S² where the tokens X of R³ go with it).
     "attnflow.meanfield.CircleGrid": dict(modes=8),
     "attnflow.meanfield.SphereGrid": dict(degree=4),
+    "attnflow.meanfield.count_bumps": dict(
+        grid=meanfield.CircleGrid(8), density=jnp.zeros(17).at[0].set(1.0)
+    ),
     "attnflow.meanfield.spectral_tail": dict(
         grid=meanfield.CircleGrid(8), coefficients=jnp.zeros(17).at[0].set(1.0)
     ),
@@ -317,6 +320,8 @@ EXCLUDED = {
     "attnflow.sharded_ensemble_solve": "collectives across 4 host devices (see sharded_solve)",
     "attnflow.enable_compilation_cache": "switches the process's JAX cache folder (and creates "
     "folders); its arguments are tested in test_compile_cache",
+    "attnflow.meanfield.noisy_phase_diagram": "a sweep of Fokker–Planck solves, seconds per "
+    "hostile call; its arguments are refused by name in test_noisy_phase",
 }
 
 
@@ -381,6 +386,7 @@ RESULT_TYPES = {
     "StationaryBranches",
     "StationaryState",
     "DensitySolution",
+    "NoisyPhaseDiagram",
 }
 
 

@@ -28,6 +28,7 @@ FIGURES: dict[str, str] = {
     "phase-families": "attnflow.figures.phase_families",
     "normalization": "attnflow.figures.normalization",
     "meanfield": "attnflow.figures.meanfield",
+    "noisy-phase": "attnflow.figures.noisy_phase",
 }
 
 # One line per figure for ``attnflow figure --help`` (no import of the modules: --help stays fast).

@@ -482,6 +482,16 @@ def _transport_and_diffusion(grid, model, normalization, dtype):
     return transport, _Diffusion(grid.laplacian().astype(dtype), inverse_kappa)
 
 
+def density_rate(grid, coefficients, model, normalization: str):
+    """∂_t ρ = −div(ρ λX[ρ]) + κ⁻¹Δρ at a state (its coefficients), for ``model = (β, λ, 1/κ)``
+    (1/κ None: no noise): the right-hand side :func:`solve_density` integrates, e.g. for the
+    residual of the stationary equation."""
+    dtype = jnp.result_type(coefficients)
+    return _Both(*_transport_and_diffusion(grid, model, normalization, dtype))(
+        0.0, coefficients, None
+    )
+
+
 @eqx.filter_jit
 def _solve_core(
     grid, density0, model, times, tolerances, *, normalization, solver, adjoint, max_steps
