@@ -203,7 +203,9 @@ def _subcritical_sign(beta, d, normalization):
     """κ(r₁) − κ_c at the first point r₁ ≈ 2.4e-3 of the branch: < 0 for a first-order
     transition (the branch bends back below κ_c)."""
     critical = stationary_critical_kappa(beta, d, normalization=normalization)
-    branches = stationary_branches(jnp.asarray([critical]), beta, d, normalization=normalization)
+    branches = stationary_branches(
+        jnp.asarray([critical]), beta=beta, d=d, normalization=normalization
+    )
     return float(branches.curve_kappa[0] - critical)
 
 
@@ -402,7 +404,7 @@ def noisy_phase_diagram(
         with Progress(f"{label}: theory", rows, "β rows", enabled=progress) as bar:
             for b, beta in enumerate(betas):
                 branches = stationary_branches(
-                    kappas[b], float(beta), dimension, normalization=normalization
+                    kappas[b], beta=float(beta), d=dimension, normalization=normalization
                 )
                 saddle[b] = float(branches.kappa_saddle_node)
                 r_theory[b] = np.asarray(branches.order_parameter)
