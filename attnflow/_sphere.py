@@ -185,7 +185,7 @@ def equiangular_tokens(
     n: int, d: int, rho: float, key: PRNGKeyArray | None = None, dtype=None
 ) -> Float[Array, "n d"]:
     """n unit vectors of R^d with every pairwise inner product equal to ρ (the equiangular
-    configurations of the survey's §6 reduction, :mod:`attnflow.theory`'s ρ(t)).
+    configurations of the survey's §6 reduction, ``attnflow.theory``'s ρ(t)).
 
     Built from the Gram matrix G = (1 − ρ) I + ρ 11ᵀ: its eigenvalues are 1 + (n − 1)ρ (on 1)
     and 1 − ρ (n − 1 times), so it is a Gram matrix exactly for −1/(n − 1) ≤ ρ ≤ 1, of rank n

@@ -324,7 +324,7 @@ def test_bad_inputs_get_clear_errors():
     with pytest.raises(ValueError, match="latitudes"):
         mf.SphereGrid(8, latitudes=5)
     grid = mf.SphereGrid(4)
-    with pytest.raises(ValueError, match=r"coefficients: expected shape \(25,\)"):
+    with pytest.raises(ValueError, match=r"coefficients: expected .*of shape \(25,\)"):
         grid.to_values(jnp.zeros(16))
     with pytest.raises(ValueError, match="normalization"):
         grid.velocity(jnp.zeros(25), 1.0, "bad")

@@ -165,15 +165,18 @@ class AbstractNormalizationScheme(eqx.Module):
         if method is not None and not getattr(method, "__isabstractmethod__", False):
             cls.speed_factor = _checking_speed_factor(method)
 
+    @abc.abstractmethod
     def _parameter_errors(self):
         """(condition, message) pairs for parameters that are traced (a scheme built inside
         ``jit``): checked once at the entry of :meth:`layers` and :meth:`solve` through
-        ``eqx.error_if`` on z0, never per step. Concrete parameters are checked at construction."""
-        return ()
+        ``eqx.error_if`` on z0, never per step. Concrete parameters are checked at construction;
+        a scheme without parameters returns ()."""
 
+    @abc.abstractmethod
     def _check_times(self, t0, t1, names=("t0", "t1")):
-        """The scheme's time domain for a run from t0 to t1 (concrete times; ``names`` are the
-        arguments to name in an error); default: any."""
+        """Refuse a run from t0 to t1 outside the scheme's time domain (concrete times;
+        ``names`` are the arguments to name in an error); a scheme defined at every time does
+        nothing."""
 
     def _check_stream(self, z0):
         z0 = check_tokens(z0, "z0", unit=self.on_sphere)
@@ -343,6 +346,12 @@ class PostLN(AbstractOneSublayerScheme):
     def vector_field(self, sublayer, t, z, args=None):
         return project_tangent(z, sublayer(t, z, args))
 
+    def _parameter_errors(self):
+        return ()  # no parameters
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
+
 
 class PreLN(AbstractOneSublayerScheme):
     """Pre-LN: z ← z + h g(N(z)); flow ż = g(z/|z|). The stream is unnormalised.
@@ -370,6 +379,12 @@ class PreLN(AbstractOneSublayerScheme):
     def vector_field(self, sublayer, t, z, args=None):
         return sublayer(t, normalize(z), args)
 
+    def _parameter_errors(self):
+        return ()  # no parameters
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
+
 
 class PeriLN(AbstractOneSublayerScheme):
     """Peri-LN: normalise both the block input and its output, z ← z + h N(g(N(z)));
@@ -394,6 +409,12 @@ class PeriLN(AbstractOneSublayerScheme):
 
     def vector_field(self, sublayer, t, z, args=None):
         return normalize(sublayer(t, normalize(z), args))
+
+    def _parameter_errors(self):
+        return ()  # no parameters
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
 
 
 class NGPT(AbstractOneSublayerScheme):
@@ -456,6 +477,9 @@ class NGPT(AbstractOneSublayerScheme):
     def vector_field(self, sublayer, t, z, args=None):
         return project_tangent(z, self._rate(z) * (normalize(sublayer(t, z, args)) - z))
 
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
+
 
 class ResidualOnly(AbstractOneSublayerScheme):
     """No normalisation: z ← z + h g(z), explicit Euler on R^{n×d}; flow ż = g(z).
@@ -486,6 +510,12 @@ class ResidualOnly(AbstractOneSublayerScheme):
 
     def vector_field(self, sublayer, t, z, args=None):
         return sublayer(t, z, args)
+
+    def _parameter_errors(self):
+        return ()  # no parameters
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
 
 
 class LieTrotter(AbstractNormalizationScheme):
@@ -522,6 +552,12 @@ class LieTrotter(AbstractNormalizationScheme):
 
     def vector_field(self, sublayer, t, z, args=None):
         return sum(project_tangent(z, g(t, z, args)) for g in sublayer)
+
+    def _parameter_errors(self):
+        return ()  # no parameters
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
 
 
 class MixLN(AbstractOneSublayerScheme):
@@ -582,6 +618,9 @@ class MixLN(AbstractOneSublayerScheme):
         x = normalize(z)
         g = sublayer(t, x, args)
         return jnp.where(self._post(t), r * project_tangent(x, g), g)
+
+    def _check_times(self, t0, t1, names=("t0", "t1")):
+        return None  # defined at every time
 
 
 class SqrtScaling(AbstractOneSublayerScheme):

@@ -47,6 +47,8 @@ DESCRIPTIONS: dict[str, str] = {
     "measure-landscape": "maximisers and minimisers of E(mu) over measures on the circle",
     "metastable-clusters": "cluster count of the first plateau against KDE modes of the start",
     "movie": "a movie of tokens clustering under (SA) on the circle or the sphere",
+    "noisy-phase": "noisy attention in (beta, kappa): Fokker-Planck order parameter from two "
+    "starts (hysteresis), theory curves, bump counts",
     "normalization": "survey Fig. 4: normalisation schemes as speed regulation",
     "phase-families": "Fig. 3-style phase diagrams for other attention families",
     "staircase": "the energy staircase of (USA) on the circle at large beta (metastability)",

@@ -124,15 +124,15 @@ def circle_field(
     if normalization == "softmax":
         relative, _ = _relative_weights(beta, diff, axis=1)  # row by row: Z_i >= 1 after scaling
         return -jnp.sum(relative * jnp.sin(diff), axis=1) / jnp.sum(relative, axis=1)
-    # USA: a signed log-sum-exp over the terms with sin ≠ 0 (the diagonal's e^β has sin = 0 and
-    # must not set the scale: at β = 800 it would overflow a finite velocity).
-    sine = jnp.sin(diff)
-    magnitude = jnp.where(sine != 0, jnp.abs(sine), 1.0)
-    exponent = jnp.where(sine != 0, beta * jnp.cos(diff) + jnp.log(magnitude), -jnp.inf)
-    log_size, sign = jax.scipy.special.logsumexp(
-        exponent, axis=1, b=-jnp.sign(sine), return_sign=True
-    )
-    return sign * jnp.exp(log_size - jnp.log(theta.shape[0]))
+    # USA: each row scaled by its largest exponent off the diagonal (the diagonal's e^β has
+    # sin 0 = 0 and must not set the scale: at β = 800 it would overflow a finite velocity).
+    # Tokens that coincide keep their term: its derivative e^β cos 0 is what an implicit solve's
+    # Jacobian needs (the staircase's Newton steps), so no term is masked by the value of sin.
+    off = ~jnp.eye(theta.shape[0], dtype=bool)
+    exponent = jnp.where(off, beta * jnp.cos(diff), -jnp.inf)
+    shift = jax.lax.stop_gradient(jnp.max(exponent, axis=1))
+    relative = jnp.where(off, jnp.exp(exponent - shift[:, None]), 0.0)
+    return -jnp.exp(shift) * jnp.sum(relative * jnp.sin(diff), axis=1) / theta.shape[0]
 
 
 def torus_hessian(theta: Float[ArrayLike, " n"], beta) -> Float[Array, "n n"]:
