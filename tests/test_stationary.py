@@ -180,3 +180,24 @@ def test_bad_arguments():
         theory.stationary_state(1.0, normalization="sum")
     with pytest.raises(ValueError, match="kappas: expected a 1-d grid"):
         theory.stationary_branches(jnp.ones((2, 2)))
+
+
+def test_order_parameter_tends_to_one_at_large_kappa():
+    # issue 44 item 5: r*(1e300) was 0.0 (x² overflowed in the Bessel-ratio start). Against
+    # scipy's root of r = I₁(κr)/I₀(κr) and the asymptotics r = 1 − (d − 1)/(2κ) + O(κ⁻²).
+    from scipy import optimize, special
+
+    # The Bessel-ratio recurrence (a fixed number of terms from Amos' bound) loses digits as
+    # κr grows: 2e-10 off at κ = 1e6 (measured), well inside the bound's O(1/x²) regime.
+    for kappa, tol in ((1e3, 1e-12), (1e6, 1e-9)):
+        exact = optimize.brentq(
+            lambda r, k=kappa: special.ive(1, k * r) / special.ive(0, k * r) - r,
+            0.5,
+            1.0,
+            xtol=1e-15,
+        )
+        assert float(theory.stationary_order_parameter(kappa)) == pytest.approx(exact, abs=tol)
+    for d in (2, 3):
+        for kappa in (1e155, 1e300):
+            r = float(theory.stationary_order_parameter(kappa, d=d))
+            assert abs(r - (1 - (d - 1) / (2 * kappa))) <= 1e-15

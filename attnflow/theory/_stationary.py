@@ -76,9 +76,10 @@ d = 2)."""
 def _bessel_ratio(nu: float, x):
     """I_ν(x)/I_{ν−1}(x) for x ≥ 0, ν > 0 (static): the backward recurrence
     r_μ = x/(2μ + x r_{μ+1}) from μ = ν + RATIO_TERMS, started at Amos' lower bound
-    x/(μ − 1/2 + √((μ + 1/2)² + x²)). Finite at x = 0 (value 0)."""
+    x/(μ − 1/2 + √((μ + 1/2)² + x²)). Finite at x = 0 (value 0) and for every finite x (the
+    root as a hypot: x² overflows past 1e154, which sent r*(κ = 1e300) to 0, issue 44 item 5)."""
     top = nu + RATIO_TERMS
-    r = x / (top - 0.5 + jnp.sqrt((top + 0.5) ** 2 + x**2))
+    r = x / (top - 0.5 + jnp.hypot(top + 0.5, x))
 
     def step(k, r):
         mu = nu + (RATIO_TERMS - 1 - k)
