@@ -129,6 +129,11 @@ def test_the_documented_s2_example_runs_to_a_visible_pattern():
     assert float(peaks[0]) == pytest.approx(1.3, abs=1e-9)  # 1 + amplitude
     assert float(peaks[-1]) > 3.0  # a visible pattern: peaks at least 3× the uniform density
     assert float(jnp.abs(sol.mass - 1).max()) < 1e-12
+    # The bump count of the documented pattern: the same from the coefficients and from the
+    # values at the nodes, and no new bump appears as attention merges them (5 at the start).
+    bumps, grid = namespace["bumps"], namespace["grid"]
+    assert bumps == mf.count_bumps(grid, sol.values()[-1])
+    assert 1 <= bumps <= mf.count_bumps(grid, sol.coefficients[0])
     assert seconds < 120  # under a minute on an idle machine; loose for a loaded one
     import matplotlib.pyplot as plt
 
