@@ -28,13 +28,10 @@ from attnflow import meanfield as mf  # noqa: E402
 from attnflow.figures import noisy_phase as fig  # noqa: E402
 
 
-def run_panel(params, normalization, d):
+def run_panel(params, normalization, d, calls):
     low, high = params["kappa_ratio_range"]
     ratios = np.geomspace(low, high, params["num_kappas"])
-    if d == 2:
-        grid, betas = mf.CircleGrid(params["circle_modes"]), params["betas_circle"]
-    else:
-        grid, betas = mf.SphereGrid(params["sphere_degree"]), params["betas_sphere"]
+    grid, betas = fig.panel_grid(params, normalization, d)
     keys = (
         "horizon",
         "num_saves",
@@ -48,7 +45,7 @@ def run_panel(params, normalization, d):
     )
     options = {k: params[k] for k in keys}
     seconds = []
-    for _ in range(2):
+    for _ in range(calls):
         start = time.perf_counter()
         pd = mf.noisy_phase_diagram(
             grid, betas, ratios, normalization=normalization, theory=False, **options
@@ -56,17 +53,28 @@ def run_panel(params, normalization, d):
         jax.block_until_ready(pd.order_parameter)
         seconds.append(time.perf_counter() - start)
     steps = np.asarray(pd.steps)
+    batch = min(4 if d == 2 else 1, steps.shape[1])
     return {
         "points": int(steps[0].size),
+        "degree": grid.max_degree(),
+        "betas": [float(min(betas)), float(max(betas)), len(betas)],
         "first_s": seconds[0],
-        "sweep_s": seconds[1],
-        "compile_s": seconds[0] - seconds[1],
+        "sweep_s": seconds[-1] if calls > 1 else None,
+        "compile_s": seconds[0] - seconds[-1] if calls > 1 else None,
         "steps_per_solve_mean": float(steps.mean()),
         "steps_per_solve_max": int(steps.max()),
         "steps_total": int(steps.sum()),
-        "steps_batched": int(steps.max(axis=1).sum() * steps.shape[1]),
-        "transport_evaluations_total": int(6 * steps.sum()),
+        # a vmapped batch runs as many steps as its slowest member (batch_size's default)
+        "batch_size": batch,
+        "steps_batched": int(
+            sum(
+                steps[:, b : b + batch].max(axis=1).sum() * steps[:, b : b + batch].shape[1]
+                for b in range(0, steps.shape[1], batch)
+            )
+        ),
+        "transport_evaluations_total": int(7 * steps.sum()),  # 6 stages + the steady check
         "unresolved": int((~np.asarray(pd.resolved)).sum()),
+        "stopped_steady": int((np.asarray(pd.stop_time) < pd.horizon).sum()),
     }
 
 
@@ -75,6 +83,9 @@ def main():
     parser.add_argument("--preset", default="default", choices=sorted(fig.PRESETS))
     parser.add_argument("--panels", nargs="*", default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--calls", type=int, default=2, help="calls per panel (2: the second is compile-free)"
+    )
     args = parser.parse_args()
     params = fig.PRESETS[args.preset]
     results = {"preset": args.preset, "machine": platform.platform(), "panels": {}}
@@ -82,7 +93,7 @@ def main():
         name = fig.panel_name(normalization, d)
         if args.panels and name not in args.panels:
             continue
-        results["panels"][name] = out = run_panel(params, normalization, d)
+        results["panels"][name] = out = run_panel(params, normalization, d, args.calls)
         print(name, json.dumps(out), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -116,10 +116,10 @@ def test_stationary_order_parameter_on_both_branches(diagram):
     np.testing.assert_allclose(r[settled & ordered], upper[settled & ordered], atol=1e-4)
     # the uniform branch: r decays at the linear rate 1 − κ/κ_c per unit τ (module docstring of
     # _noisy_phase), so r ≤ r₀ e^{−(1 − κ/κ_c)τ} (r₀ ≤ ε = 1e-2 from the near-uniform start,
-    # r₀ < 1 from the concentrated one), down to the solver's absolute tolerance (atol = 1e-8)
-    decay = np.exp(-(1 - np.asarray(RATIOS)) * 100.0)
-    below = np.stack([1e-2 * decay, decay])[:, None, :] + 1e-7
-    below = np.broadcast_to(below, r.shape)
+    # r₀ < 1 from the concentrated one) at the τ where the solve stopped, down to the solver's
+    # absolute tolerance (atol = 1e-8)
+    decay = np.exp(-(1 - np.asarray(RATIOS)) * np.asarray(diagram.stop_time))
+    below = np.stack([1e-2 * decay[0], decay[1]]) + 1e-7
     assert np.all(r[settled & ~ordered] <= below[settled & ~ordered])
     # uniform where the theory has an upper branch: only the bistable point (β = 4, 0.97κ_c)
     assert np.argwhere(settled & ~ordered & (upper > 0)).tolist() == [[0, 1, 2]]
@@ -225,6 +225,33 @@ def test_sphere_first_order_transition():
     assert np.asarray(pd.bumps)[:, 0].tolist() == [[0, 0, 1], [0, 1, 1]]
 
 
+def test_steady_stops_and_batches_do_not_change_the_diagram(diagram):
+    """The fixture's defaults (steady stops at 1e-6, β in one vmapped batch, threads) against
+    every solve run to the horizon one β at a time on one thread: r, bumps and the stationary
+    flags agree; the early stops happened, after the residual fell below steady_tol."""
+    plain = mf.noisy_phase_diagram(
+        diagram_grid(),
+        BETAS,
+        RATIOS,
+        normalization="n",
+        horizon=100.0,
+        num_saves=11,
+        resolution_tol=1e-5,
+        theory=False,
+        steady_tol=None,
+        batch_size=1,
+        workers=1,
+    )
+    assert np.all(np.asarray(plain.stop_time) == 100.0)
+    stopped = np.asarray(diagram.stop_time) < 100.0
+    assert stopped.sum() >= len(RATIOS)  # about half the solves end early
+    assert np.all(np.asarray(diagram.residual)[stopped] <= 1e-6)
+    np.testing.assert_allclose(diagram.order_parameter, plain.order_parameter, atol=1e-4)
+    np.testing.assert_array_equal(diagram.bumps, plain.bumps)
+    np.testing.assert_array_equal(diagram.stationary, plain.stationary)
+    assert int(np.asarray(diagram.steps).sum()) < int(np.asarray(plain.steps).sum())
+
+
 def test_bad_arguments():
     grid = mf.CircleGrid(8)
     with pytest.raises(ValueError, match="grid: expected"):
@@ -245,6 +272,12 @@ def test_bad_arguments():
         mf.noisy_phase_diagram(grid, [1.0], [1.0], rtol=-1.0)
     with pytest.raises(ValueError, match="concentration: the concentrated start is not resolved"):
         mf.noisy_phase_diagram(grid, [1.0], [1.0], concentration=40.0)
+    with pytest.raises(ValueError, match="steady_tol"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], steady_tol=0.0)
+    with pytest.raises(ValueError, match="workers"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], workers=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        mf.noisy_phase_diagram(grid, [1.0], [1.0], batch_size=0)
 
 
 def test_figure_plot_draws_the_four_panels():

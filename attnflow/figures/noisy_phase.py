@@ -35,8 +35,10 @@ PRESETS = {
         **_COMMON,
         "circle_modes": 32,
         "sphere_degree": 16,
+        "sphere_degree_usa": 16,
         "betas_circle": [0.0, 2.0, 3.5, 5.0],
         "betas_sphere": [0.0, 1.5, 3.0, 4.5],
+        "betas_sphere_usa": [0.0, 1.0, 2.0, 3.0],
         "num_kappas": 6,
         "kappa_ratio_range": [0.6, 2.0],
         "horizon": 60.0,
@@ -46,8 +48,10 @@ PRESETS = {
         **_COMMON,
         "circle_modes": 48,
         "sphere_degree": 24,
+        "sphere_degree_usa": 32,
         "betas_circle": np.linspace(0.0, 6.0, 12).tolist(),
         "betas_sphere": np.linspace(0.0, 5.0, 12).tolist(),
+        "betas_sphere_usa": np.linspace(0.0, 3.0, 12).tolist(),
         "num_kappas": 24,
         "kappa_ratio_range": [0.5, 2.5],
     },
@@ -55,14 +59,31 @@ PRESETS = {
         **_COMMON,
         "circle_modes": 64,
         "sphere_degree": 32,
+        "sphere_degree_usa": 40,
         "betas_circle": np.linspace(0.0, 7.0, 24).tolist(),
         "betas_sphere": np.linspace(0.0, 6.0, 24).tolist(),
+        "betas_sphere_usa": np.linspace(0.0, 3.5, 24).tolist(),
         "num_kappas": 48,
         "kappa_ratio_range": [0.5, 2.5],
     },
 }
 
 PANELS = (("softmax", 2), ("n", 2), ("softmax", 3), ("n", 3))
+"""USA on S² gets its own degree and β range: its concentrated states have a von Mises–Fisher
+concentration of about κe^β, so at β = 5 and κ = 2.5κ_c they need a degree near 60 (SA's stay
+below 20); with the degree 32 of the default, USA on S² is resolved up to β = 3 except the corner
+of large β and κ (grey), which holds the first-order region (tricritical β ≈ 1.82)."""
+
+
+def panel_grid(params: dict, normalization: str, d: int):
+    """The grid and the β values of one panel."""
+    from attnflow import meanfield as mf
+
+    if d == 2:
+        return mf.CircleGrid(params["circle_modes"]), params["betas_circle"]
+    if normalization == "n":
+        return mf.SphereGrid(params["sphere_degree_usa"]), params["betas_sphere_usa"]
+    return mf.SphereGrid(params["sphere_degree"]), params["betas_sphere"]
 
 
 def panel_name(normalization: str, d: int) -> str:
@@ -91,10 +112,7 @@ def compute(params: dict, seed: int) -> dict:
     data: dict = {"kappa_ratios": ratios}
     for normalization, d in PANELS:
         name = panel_name(normalization, d)
-        if d == 2:
-            grid, betas = mf.CircleGrid(params["circle_modes"]), params["betas_circle"]
-        else:
-            grid, betas = mf.SphereGrid(params["sphere_degree"]), params["betas_sphere"]
+        grid, betas = panel_grid(params, normalization, d)
         start = time.perf_counter()
         pd = mf.noisy_phase_diagram(
             grid,
@@ -119,6 +137,7 @@ def compute(params: dict, seed: int) -> dict:
             "resolved",
             "modes_needed",
             "steps",
+            "stop_time",
             "kappa_critical",
             "kappa_saddle_node",
             "theory_order_parameter",

@@ -17,7 +17,9 @@ is first order (USA for β above the tricritical point) both the uniform and the
 state are stable between the saddle-node κ_sn and κ_c: the two starts end apart (hysteresis).
 """
 
+import concurrent.futures
 import math
+import os
 from typing import Literal
 
 import equinox as eqx
@@ -73,7 +75,9 @@ class NoisyPhaseDiagram(eqx.Module):
         resolved: (2, B, K) the solve reached the horizon with every state resolved.
         modes_needed: (2, B, K) the degree an unresolved state needs (:class:`DensitySolution`).
         steps: (2, B, K) accepted plus rejected steps of the solve (each ``KENCARP4_STAGES``
-            transport evaluations).
+            transport evaluations, plus one for the steady-state check with ``steady_tol``).
+        stop_time: (2, B, K) τ at which the solve ended: the horizon, or earlier at a steady
+            state (``steady_tol``; the state is then held to the horizon); NaN where unresolved.
         kappa_critical: (B,) κ_c(β) (:func:`attnflow.theory.stationary_critical_kappa`).
         kappa_saddle_node: (B,) where the upper branch is born (= κ_c when the transition is
             continuous; :func:`attnflow.theory.stationary_branches`).
@@ -100,6 +104,7 @@ class NoisyPhaseDiagram(eqx.Module):
     resolved: Bool[Array, "2 B K"]
     modes_needed: Int[Array, "2 B K"]
     steps: Int[Array, "2 B K"]
+    stop_time: Float[Array, "2 B K"]
     kappa_critical: Float[Array, " B"]
     kappa_saddle_node: Float[Array, " B"]
     theory_order_parameter: Float[Array, "B K"]
@@ -158,7 +163,9 @@ def _norm(grid, coefficients):
 
 
 @eqx.filter_jit
-def _column(grid, betas, kappas, start, times, tolerances, *, normalization, max_steps, tol):
+def _column(
+    grid, betas, kappas, start, times, tolerances, *, normalization, max_steps, tol, steady
+):
     """One start and one κ/κ_c: the solves for every β (vmap over the (β, κ) pairs), one compiled
     program per (grid, shapes, normalisation, max_steps, tol); β, κ, the start, the times, rtol
     and atol traced. Batched along β, not κ: a vmapped solve takes the largest step count of its
@@ -181,13 +188,14 @@ def _column(grid, betas, kappas, start, times, tolerances, *, normalization, max
             max_steps=max_steps,
             throw=False,
             resolution_tol=tol,
+            steady_tol=steady,
         )
         history = jax.vmap(lambda c: _order_parameter(grid, c))(sol.coefficients)
         final = sol.coefficients[-1]
         rate = density_rate(grid, final, (beta, kappa, jnp.ones_like(kappa)), normalization)
         residual = _norm(grid, rate) / _norm(grid, final)
         steps = sol.stats["num_accepted_steps"] + sol.stats["num_rejected_steps"]
-        return history, final, residual, sol.resolved, sol.modes_needed, steps
+        return history, final, residual, sol.resolved, sol.modes_needed, steps, sol.t_stop
 
     return jax.vmap(one)(betas, kappas)
 
@@ -228,6 +236,64 @@ def tricritical_point(
     return beta, float(stationary_critical_kappa(beta, d, normalization=normalization))
 
 
+def _sweep(
+    grid,
+    betas,
+    kappas,
+    starts,
+    times,
+    tolerances,
+    *,
+    normalization,
+    max_steps,
+    resolution_tol,
+    steady_tol,
+    batch_size,
+    workers,
+    progress,
+):
+    """Every (start, κ column, β batch) by :func:`_column`, on ``workers`` threads; the seven
+    outputs as arrays [start, b, k, ...]."""
+    tasks = [
+        (s, k, b)
+        for s in range(2)
+        for k in range(kappas.shape[1])
+        for b in range(0, len(betas), batch_size)
+    ]
+    dtype = starts.dtype
+
+    def task(s, k, b):
+        rows = slice(b, b + batch_size)
+        out = _column(
+            grid,
+            betas[rows],
+            jnp.asarray(kappas[rows, k], dtype),
+            starts[s],
+            times,
+            tolerances,
+            normalization=normalization,
+            max_steps=max_steps,
+            tol=resolution_tol,
+            steady=steady_tol,
+        )
+        return jax.tree.map(np.asarray, out)
+
+    shapes = (len(times),), starts.shape[1:], (), (), (), (), ()
+    outputs = [np.empty((2, *kappas.shape, *shape)) for shape in shapes]
+    unit = "solves" if batch_size == 1 else "batches"
+    with (
+        Progress(progress or "", len(tasks), unit, enabled=bool(progress)) as bar,
+        concurrent.futures.ThreadPoolExecutor(workers) as pool,
+    ):
+        futures = {pool.submit(task, *t): t for t in tasks}
+        for future in concurrent.futures.as_completed(futures):
+            s, k, b = futures[future]
+            for output, part in zip(outputs, future.result(), strict=True):
+                output[s, b : b + batch_size, k] = part
+            bar.update(1)
+    return outputs
+
+
 def noisy_phase_diagram(
     grid: CircleGrid | SphereGrid,
     betas,
@@ -248,8 +314,11 @@ def noisy_phase_diagram(
     bump_flat: float = 1e-2,
     settle_tol: float = 1e-3,
     stationary_tol: float = 1e-4,
+    steady_tol: float | None = 1e-6,
     theory: bool = True,
     tricritical: bool = True,
+    batch_size: int | None = None,
+    workers: int | None = None,
     progress: bool = False,
 ) -> NoisyPhaseDiagram:
     r"""The phase diagram of the noisy flow in (β, κ) on S¹ or S², for SA or USA, by the
@@ -261,8 +330,9 @@ def noisy_phase_diagram(
     near-uniform and the concentrated start, and the final state is described: the order
     parameter r = |∫ x dρ|, its number of bumps (:func:`count_bumps`), how long it had lasted,
     and the residual ‖∂_τρ‖/‖ρ‖ of the stationary equation (stationary, or only slow). The sweep
-    is batched: one compiled program solves a whole column, every β at one κ/κ_c from one start
-    (vmap); the 2K columns run in sequence (``progress`` shows them). With ``theory``: κ_c(β),
+    is batched: one compiled program solves ``batch_size`` β at one κ/κ_c from one start (vmap),
+    each solve stopping early at a steady state (``steady_tol``); ``workers`` threads run the
+    batches (``progress`` shows them). With ``theory``: κ_c(β),
     the saddle-node κ_sn(β) and the upper branch r*(κ) of
     :func:`attnflow.theory.stationary_branches` at every point, and the tricritical point
     (bisection of the branch's bend in [min β, max β]).
@@ -283,9 +353,19 @@ def noisy_phase_diagram(
         bump_height, bump_flat: the ``height`` and ``flat`` of :func:`count_bumps`.
         settle_tol: the change of r that ends a state's lifetime (``lasted``).
         stationary_tol: the largest residual of a stationary state.
+        steady_tol: stop a solve once its residual ‖∂_τρ‖/‖ρ‖ falls to ``steady_tol`` and hold
+            its state to the horizon (``solve_density(steady_tol=...)``); the default 1e-6 moves
+            the state by at most 1e-4 in L² over a horizon of 100 if the rate stays as small,
+            below ``settle_tol``. None: every solve runs to the horizon (slower: a concentrated
+            state takes its stability-limited steps to the end).
         theory: compute the theory's curves (else they are NaN; κ_c is always computed).
         tricritical: with ``theory``, locate the tricritical point (about 18 branch solves).
-        progress: report the rows (stderr).
+        batch_size: how many β one compiled solve takes at once (vmap; a batch runs as many steps
+            as its slowest member). Default: every β on S¹, where a vmapped step of 12 costs
+            about 4 single ones; 1 on S², where it costs 10 (measured, L = 48 and 24).
+        workers: threads running the batches concurrently (default: the CPU count; each
+            program is small, so XLA runs it on one core).
+        progress: report the batches (stderr).
 
     Returns:
         A :class:`NoisyPhaseDiagram`.
@@ -327,6 +407,7 @@ def noisy_phase_diagram(
         ("bump_flat", bump_flat),
         ("settle_tol", settle_tol),
         ("stationary_tol", stationary_tol),
+        *((("steady_tol", steady_tol),) if steady_tol is not None else ()),
     ):
         check_positive_scalar(value, name, what="tolerance")
     dtype = jnp.result_type(float)
@@ -334,6 +415,9 @@ def noisy_phase_diagram(
         resolution_tol = default_resolution_tol(dtype)
     check_positive_scalar(resolution_tol, "resolution_tol", what="tolerance")
 
+    workers = (os.cpu_count() or 1) if workers is None else check_int(workers, "workers", low=1)
+    if batch_size is not None:
+        batch_size = check_int(batch_size, "batch_size", low=1)
     starts = initial_densities(
         grid,
         epsilon=epsilon,
@@ -359,36 +443,26 @@ def noisy_phase_diagram(
     times = jnp.linspace(0.0, horizon, num_saves, dtype=dtype)
     tolerances = tuple(jnp.asarray(v, dtype) for v in (rtol, atol))
     resolution_tol = float(resolution_tol)
-    columns = {}
     label = f"noisy phase ({'USA' if normalization == 'n' else 'SA'}, S{dimension - 1})"
-    with Progress(
-        label,
-        2 * len(ratios),
-        "columns",
-        enabled=progress,
-    ) as bar:
-        for s, start in enumerate(starts):
-            for k in range(len(ratios)):
-                out = _column(
-                    grid,
-                    jnp.asarray(betas, dtype),
-                    jnp.asarray(kappas[:, k], dtype),
-                    start,
-                    times,
-                    tolerances,
-                    normalization=normalization,
-                    max_steps=max_steps,
-                    tol=resolution_tol,
-                )
-                columns[s, k] = jax.tree.map(np.asarray, out)
-                bar.update(1)
-    # [start, b, k, ...] from the columns' [b, ...]
-    history, final, residual, resolved, needed, steps = (
-        np.stack(
-            [np.stack([columns[s, k][i] for k in range(len(ratios))], axis=1) for s in range(2)]
-        )
-        for i in range(6)
+    if batch_size is None:
+        batch_size = 4 if dimension == 2 else 1
+    outputs = _sweep(
+        grid,
+        jnp.asarray(betas, dtype),
+        kappas,
+        starts,
+        times,
+        tolerances,
+        normalization=normalization,
+        max_steps=max_steps,
+        resolution_tol=resolution_tol,
+        steady_tol=None if steady_tol is None else float(steady_tol),
+        batch_size=min(batch_size, len(betas)),
+        workers=workers,
+        progress=label if progress else None,
     )
+    history, final, residual, resolved, needed, steps, stop_time = outputs
+    resolved, needed, steps = resolved.astype(bool), needed.astype(int), steps.astype(int)
     history = np.where(resolved[..., None], history, np.nan)
     r_final = history[..., -1]
     bumps = np.full(r_final.shape, -1)
@@ -429,6 +503,7 @@ def noisy_phase_diagram(
         resolved=jnp.asarray(resolved),
         modes_needed=jnp.asarray(needed),
         steps=jnp.asarray(steps),
+        stop_time=jnp.asarray(np.where(resolved, stop_time, np.nan)),
         kappa_critical=jnp.asarray(critical),
         kappa_saddle_node=jnp.asarray(saddle),
         theory_order_parameter=jnp.asarray(r_theory),

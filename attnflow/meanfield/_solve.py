@@ -112,6 +112,19 @@ class _Unresolved(eqx.Module):
         return _unresolved(self.grid, y, self.tol)
 
 
+class _Steady(eqx.Module):
+    """The steady-state event's condition: ‖∂_tρ‖ ≤ tol·‖ρ‖ (L²(σ) norms), one more evaluation
+    of the right-hand side per step."""
+
+    grid: AbstractDensityGrid
+    rate: eqx.Module
+    tol: Array
+
+    def __call__(self, t, y, args, **kwargs):
+        rate = self.rate(t, y, args)
+        return _norm2(self.grid, rate) <= self.tol**2 * _norm2(self.grid, y)
+
+
 # ---------------------------------------------------------------------------------------------
 # The terms.
 
@@ -196,8 +209,12 @@ class DensitySolution(eqx.Module):
         mass: (T,) ∫ρ dσ at ``ts`` (conserved to rounding).
         min_density: (T,) the minimum of ρ over the quadrature nodes.
         spectral_tail: (T,) τ(ρ) = ‖P_{>3L/4}ρ‖/‖ρ‖ (:func:`spectral_tail`).
-        resolved: whether the solve reached t1 with every accepted state resolved.
-        t_stop: the time the solve ended (t1, or the end of the first unresolved step).
+        resolved: whether every accepted state was resolved (the solve reached t1, or stopped
+            at a steady state).
+        steady: whether the solve stopped at a steady state before t1 (``steady_tol``); the
+            saved states after ``t_stop`` are then the final one, held.
+        t_stop: the time the solve ended (t1, the end of the first unresolved step, or of the
+            first steady one).
         modes_needed: the largest degree the state at ``t_stop`` needs for its tail to fall
             to the tolerance (the grid's own L when resolved; −1 when the spectrum does not
             decay at all, i.e. the density is near-singular).
@@ -220,6 +237,7 @@ class DensitySolution(eqx.Module):
     min_density: Float[Array, " T"]
     spectral_tail: Float[Array, " T"]
     resolved: Bool[Array, ""]
+    steady: Bool[Array, ""]
     t_stop: Float[Array, ""]
     modes_needed: Int[Array, ""]
     result: diffrax.RESULTS
@@ -332,6 +350,7 @@ def solve_density(
     adjoint: diffrax.AbstractAdjoint | None = None,
     throw: bool = True,
     resolution_tol: float | None = None,
+    steady_tol: float | None = None,
 ) -> DensitySolution:
     r"""Solve the mean-field (continuity) equation of self-attention for a density on a grid:
 
@@ -357,6 +376,13 @@ def solve_density(
     density as if it were resolved (under ``jax.jit``/``jax.grad`` the error comes from
     ``eqx.error_if`` with a fixed message; ``throw=False`` gives the numbers there too). The mass
     ∫ρ dσ is conserved to rounding (the divergence and the Laplacian have no degree-0 part).
+
+    **Stopping at a steady state.** With ``steady_tol`` the solve also ends at the end of the
+    first step whose state satisfies ‖∂_tρ‖ ≤ ``steady_tol``·‖ρ‖ (L²(σ) norms; ∂_tρ the whole
+    right-hand side, one more evaluation of it per step), as diffrax's ``steady_state_event``
+    does: ``steady`` is then True, ``t_stop`` is when, and the saved states after ``t_stop`` are
+    the final one, held (within ``steady_tol``·(t − t_stop) of the state the solve would have
+    reached if the rate stays as small; an unstable steady state would eventually leave).
 
     **Compiled once** per grid, shapes, dtype, ``normalization``, solver, adjoint,
     ``max_steps`` and noise-or-not: β, λ, κ, ``density0``, the times and every tolerance are
@@ -387,6 +413,8 @@ def solve_density(
             inspect ``result`` and ``resolved``.
         resolution_tol: the tolerance of the resolution check (default 1e-6 in float64,
             1e-4 in float32).
+        steady_tol: stop once ‖∂_tρ‖ ≤ steady_tol·‖ρ‖ (a rate per unit time; default None:
+            never stop early at a steady state).
 
     Returns:
         A :class:`DensitySolution`.
@@ -419,6 +447,9 @@ def solve_density(
     resolution_tol = float(
         check_positive_scalar(resolution_tol, "resolution_tol", what="tolerance")
     )
+    if steady_tol is not None:
+        check_static(steady_tol, "steady_tol", "it switches the steady-state event on")
+        steady_tol = float(check_positive_scalar(steady_tol, "steady_tol", what="rate"))
     density0 = check_density(grid, density0, "density0", resolution_tol)
     t0, t1, t1_value, rtol, atol, max_steps, dt0 = _check_solve_arguments(
         t0, t1, rtol, atol, max_steps, dt0, dtype
@@ -446,7 +477,12 @@ def solve_density(
         density0,
         model,
         (t0, t1, ts, dt0),
-        (rtol, atol, _scalar_array(resolution_tol, dtype)),
+        (
+            rtol,
+            atol,
+            _scalar_array(resolution_tol, dtype),
+            None if steady_tol is None else _scalar_array(steady_tol, dtype),
+        ),
         normalization=normalization,
         solver=solver,
         adjoint=adjoint,
@@ -455,7 +491,9 @@ def solve_density(
     if throw:
         field = _Both(*_transport_and_diffusion(grid, model, normalization, dtype))
         out = _check_solution(out, field, t0, density0, None, max_steps, t1_value)
-        out = _raise_if_unresolved(out, final_tail, final_min, resolution_tol)
+        out = _raise_if_unresolved(
+            out, final_tail, final_min, resolution_tol, steady_tol is not None
+        )
     return out
 
 
@@ -497,11 +535,12 @@ def _solve_core(
     grid, density0, model, times, tolerances, *, normalization, solver, adjoint, max_steps
 ):
     """One compiled solve. ``model = (β, λ, 1/κ)``, ``times = (t0, t1, ts, dt0)`` and
-    ``tolerances = (rtol, atol, resolution_tol)`` are traced (ts, 1/κ may be None)."""
+    ``tolerances = (rtol, atol, resolution_tol, steady_tol)`` are traced (ts, 1/κ and
+    steady_tol may be None)."""
     global _CORE_TRACES
     _CORE_TRACES += 1
     t0, t1, ts, dt0 = times
-    rtol, atol, tol = tolerances
+    rtol, atol, tol, steady_tol = tolerances
     dtype = density0.dtype
     transport, diffusion = _transport_and_diffusion(grid, model, normalization, dtype)
     if _imex(solver):
@@ -515,6 +554,9 @@ def _solve_core(
     else:
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
     kwargs = {} if adjoint is None else {"adjoint": adjoint}
+    conditions = _Unresolved(grid, tol)
+    if steady_tol is not None:
+        conditions = (conditions, _Steady(grid, _Both(transport, diffusion), steady_tol))
     sol = diffrax.diffeqsolve(
         terms,
         solver,
@@ -525,7 +567,7 @@ def _solve_core(
         saveat=saveat,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,
-        event=diffrax.Event(_Unresolved(grid, tol)),
+        event=diffrax.Event(conditions),
         throw=False,
         **kwargs,
     )
@@ -534,7 +576,18 @@ def _solve_core(
     else:
         (saved_ts, t_stop), (saved, final) = sol.ts, sol.ys
         t_stop, final = t_stop[-1], final[-1]
-    stopped = sol.result == diffrax.RESULTS.event_occurred
+    event = sol.result == diffrax.RESULTS.event_occurred
+    if steady_tol is None:
+        stopped, steady = event, jnp.zeros((), bool)
+    else:
+        unresolved_stop, steady_stop = sol.event_mask
+        stopped = event & unresolved_stop
+        steady = event & steady_stop & ~unresolved_stop
+        if ts is not None:
+            # after a steady stop the saved states are the final one, held
+            after = steady & (ts > t_stop)
+            saved = jnp.where(after.reshape(after.shape + (1,) * final.ndim), final, saved)
+            saved_ts = jnp.where(after, ts, saved_ts)
     needed = jnp.where(stopped, _modes_needed(grid, final, tol), grid.max_degree())
 
     def one(c):
@@ -552,6 +605,7 @@ def _solve_core(
         min_density=min_density,
         spectral_tail=tail,
         resolved=~stopped & diffrax.is_okay(sol.result),
+        steady=steady,
         t_stop=t_stop,
         modes_needed=needed,
         result=sol.result,
@@ -565,11 +619,13 @@ def _concrete(value):
     return None if is_traced(value) else value.item()
 
 
-def _raise_if_unresolved(out, final_tail, final_min, tol):
+def _raise_if_unresolved(out, final_tail, final_min, tol, steady_on):
     """Raise when the solve stopped on an unresolved state: eagerly with the numbers (when,
     the tail, min ρ, the modes needed); under tracing with ``eqx.error_if`` and a message that
     says where to read them."""
     stopped = out.result == diffrax.RESULTS.event_occurred
+    if steady_on:  # a steady stop is a success (static: no ops without steady_tol)
+        stopped = stopped & ~out.steady
     L = out.grid.max_degree()
     values = [_concrete(v) for v in (stopped, out.t_stop, final_tail, final_min, out.modes_needed)]
     if all(v is not None for v in values):
