@@ -29,26 +29,13 @@ from attnflow.figures import noisy_phase as fig  # noqa: E402
 
 
 def run_panel(params, normalization, d, calls):
-    low, high = params["kappa_ratio_range"]
-    ratios = np.geomspace(low, high, params["num_kappas"])
     grid, betas = fig.panel_grid(params, normalization, d)
-    keys = (
-        "horizon",
-        "num_saves",
-        "epsilon",
-        "perturbed_modes",
-        "concentration",
-        "rtol",
-        "atol",
-        "resolution_tol",
-        "stationary_tol",
-    )
-    options = {k: params[k] for k in keys}
+    options = fig.diagram_options(params)
     seconds = []
     for _ in range(calls):
         start = time.perf_counter()
         pd = mf.noisy_phase_diagram(
-            grid, betas, ratios, normalization=normalization, theory=False, **options
+            grid, betas, normalization=normalization, theory=False, **options
         )
         jax.block_until_ready(pd.order_parameter)
         seconds.append(time.perf_counter() - start)

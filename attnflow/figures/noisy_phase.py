@@ -55,17 +55,16 @@ PRESETS = {
         "num_kappas": 24,
         "kappa_ratio_range": [0.5, 2.5],
     },
-    "full": {
-        **_COMMON,
-        "circle_modes": 64,
-        "sphere_degree": 24,
-        "sphere_degree_usa": 32,
-        "betas_circle": np.linspace(0.0, 7.0, 24).tolist(),
-        "betas_sphere": np.linspace(0.0, 6.0, 24).tolist(),
-        "betas_sphere_usa": np.linspace(0.0, 3.0, 24).tolist(),
-        "num_kappas": 48,
-        "kappa_ratio_range": [0.5, 2.5],
-    },
+}
+# The default's solver and grids (SA on S² is resolved everywhere at degree 24), on a finer
+# (β, κ) grid, with 64 modes on S¹.
+PRESETS["full"] = {
+    **PRESETS["default"],
+    "circle_modes": 64,
+    "betas_circle": np.linspace(0.0, 7.0, 24).tolist(),
+    "betas_sphere": np.linspace(0.0, 6.0, 24).tolist(),
+    "betas_sphere_usa": np.linspace(0.0, 3.0, 24).tolist(),
+    "num_kappas": 48,
 }
 
 PANELS = (("softmax", 2), ("n", 2), ("softmax", 3), ("n", 3))
@@ -73,6 +72,13 @@ PANELS = (("softmax", 2), ("n", 2), ("softmax", 3), ("n", 3))
 concentration of about κe^β, so at β = 5 and κ = 2.5κ_c they need a degree near 60 (SA's stay
 below 20); with the degree 32 of the default, USA on S² is resolved up to β = 3 except the corner
 of large β and κ (grey), which holds the first-order region (tricritical β ≈ 1.82)."""
+
+
+def diagram_options(params: dict) -> dict:
+    """The κ/κ_c grid and the keyword arguments of :func:`noisy_phase_diagram` of a preset."""
+    low, high = params["kappa_ratio_range"]
+    ratios = np.geomspace(low, high, params["num_kappas"])
+    return {"kappa_ratios": ratios, **{key: params[key] for key in _COMMON}}
 
 
 def panel_grid(params: dict, normalization: str, d: int):
@@ -93,23 +99,8 @@ def panel_name(normalization: str, d: int) -> str:
 def compute(params: dict, seed: int) -> dict:
     from attnflow import meanfield as mf
 
-    low, high = params["kappa_ratio_range"]
-    ratios = np.geomspace(low, high, params["num_kappas"])
-    options = {
-        k: params[k]
-        for k in (
-            "horizon",
-            "num_saves",
-            "epsilon",
-            "perturbed_modes",
-            "concentration",
-            "rtol",
-            "atol",
-            "resolution_tol",
-            "stationary_tol",
-        )
-    }
-    data: dict = {"kappa_ratios": ratios}
+    options = diagram_options(params)
+    data: dict = {"kappa_ratios": options["kappa_ratios"]}
     for normalization, d in PANELS:
         name = panel_name(normalization, d)
         grid, betas = panel_grid(params, normalization, d)
@@ -117,7 +108,6 @@ def compute(params: dict, seed: int) -> dict:
         pd = mf.noisy_phase_diagram(
             grid,
             betas,
-            ratios,
             normalization=normalization,
             key=jax.random.key(seed),
             progress=True,
